@@ -1,0 +1,152 @@
+"""The ``planted`` command line.
+
+Subcommands are thin: they parse arguments, call one library function and print. Known user
+errors (bad specs, missing data files, broken world directories) print one line naming the
+problem and the fix and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+from planted import __version__
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from planted.worlds import FactorDataError, WorldFileError, WorldSpecError
+
+    return (WorldSpecError, FactorDataError, WorldFileError)
+
+
+def _add_world_spec_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--family", required=True, help="world family (see `planted world list`)")
+    parser.add_argument("--r2", type=float, help="population R2 of the planted predictor (0.01 = 1%%)")
+    parser.add_argument("--phi", type=float, help="persistence of the planted predictor (linear)")
+    parser.add_argument("--rho", type=float, help="corr(return shock, predictor innovation) (linear)")
+    parser.add_argument("--shocks", choices=("bootstrap", "gaussian"), help="return shocks (default bootstrap)")
+    parser.add_argument("--factor", choices=("HML", "RMW"), help="real factor of an injected world")
+    parser.add_argument("--path", type=Path, help="Fama-French 5-factor CSV (needed for RMW; see `planted data fetch`)")
+    parser.add_argument(
+        "--pool", choices=("embedded", "ff5"), default="embedded",
+        help="shock pool source: embedded linearmodels HML (default) or HML of the 5-factor file",
+    )
+
+
+def _spec_from_args(args: argparse.Namespace):
+    from planted.worlds import WorldSpec
+
+    fields = {k: getattr(args, k) for k in ("r2", "phi", "rho", "factor") if getattr(args, k) is not None}
+    if args.shocks is not None:
+        fields["shocks"] = args.shocks
+    elif args.family == "injected":
+        fields["shocks"] = None
+    return WorldSpec(family=args.family, **fields)
+
+
+def _pool_from_args(args: argparse.Namespace):
+    from planted.worlds import default_pool, pool_from_factor
+    from planted.worlds.data import ff5_factor, EMBEDDED_START
+
+    if args.pool == "embedded":
+        return default_pool()
+    return pool_from_factor(ff5_factor("HML", args.path).since(EMBEDDED_START))
+
+
+def cmd_world_build(args: argparse.Namespace) -> int:
+    from planted.worlds import build, write_world
+
+    spec = _spec_from_args(args)
+    world = build(spec, seed=args.seed, pool=_pool_from_args(args), factor_file=args.path)
+    out = write_world(world, args.out)
+    print(world.summary())
+    print(f"  agent file: {out / 'visible' / 'data.csv'}\n  sealed:     {out / 'sealed'}")
+    return 0
+
+
+def cmd_world_show(args: argparse.Namespace) -> int:
+    from planted.worlds import read_meta
+
+    meta = read_meta(args.dir)
+    if args.json:
+        print(json.dumps(meta, sort_keys=True, indent=2))
+        return 0
+    from planted.worlds.describe import describe_meta
+
+    print(describe_meta(meta))
+    return 0
+
+
+def cmd_world_list(args: argparse.Namespace) -> int:
+    from planted.worlds.describe import family_table
+
+    print(family_table())
+    return 0
+
+
+def cmd_world_tour(args: argparse.Namespace) -> int:
+    from planted.worlds.describe import tour
+
+    print(tour(Path(args.out), seed=args.seed, factor_file=args.path))
+    return 0
+
+
+def cmd_data_fetch(args: argparse.Namespace) -> int:
+    from planted.worlds.data import FF5_URL, fetch_ff5
+
+    path, digest = fetch_ff5(args.dest, url=args.url or FF5_URL)
+    print(f"stored {path}\nsha256 {digest}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of the ``planted`` command."""
+    parser = argparse.ArgumentParser(prog="planted", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"planted {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    world = commands.add_parser("world", help="build, inspect and list worlds").add_subparsers(
+        dest="world_command", required=True
+    )
+    build = world.add_parser("build", help="build one world and write its files")
+    _add_world_spec_arguments(build)
+    build.add_argument("--seed", type=int, required=True, help="non-negative integer seed")
+    build.add_argument("--out", type=Path, required=True, help="output directory")
+    build.set_defaults(handler=cmd_world_build)
+    show = world.add_parser("show", help="summarise a world directory")
+    show.add_argument("dir", type=Path)
+    show.add_argument("--json", action="store_true", help="print meta.json")
+    show.set_defaults(handler=cmd_world_show)
+    world.add_parser("list", help="list the families and their parameters").set_defaults(handler=cmd_world_list)
+    tour = world.add_parser("tour", help="build one world of every family and summarise them")
+    tour.add_argument("--out", type=Path, required=True)
+    tour.add_argument("--seed", type=int, default=2026)
+    tour.add_argument("--path", type=Path, help="5-factor CSV; adds the injected RMW world")
+    tour.set_defaults(handler=cmd_world_tour)
+
+    data = commands.add_parser("data", help="factor data").add_subparsers(dest="data_command", required=True)
+    fetch = data.add_parser("fetch", help="download the Fama-French 5-factor file and print its SHA-256")
+    fetch.add_argument("--dest", type=Path, help="target directory (default: the user data directory)")
+    fetch.add_argument("--url", help="source URL of the zip (default: the Kenneth French library)")
+    fetch.set_defaults(handler=cmd_data_fetch)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``planted`` console script."""
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except _user_errors() as exc:
+        print(f"planted: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
