@@ -11,7 +11,7 @@ for the Monte Carlo engine. This package imports no other planted subpackage.
 from planted.worlds.data import FactorDataError
 from planted.worlds.files import WorldFileError, read_meta, read_test, read_visible, write_world
 from planted.worlds.pool import ShockPool, default_pool, pool_from_factor
-from planted.worlds.spec import WorldSpec, WorldSpecError, linear_cells
+from planted.worlds.spec import WorldBuildError, WorldSpec, WorldSpecError, linear_cells
 from planted.worlds.world import World, WorldBatch, WorldTruth, build, build_batch
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "ShockPool",
     "World",
     "WorldBatch",
+    "WorldBuildError",
     "WorldFileError",
     "WorldSpec",
     "WorldSpecError",

@@ -57,8 +57,9 @@ def draw_anonymisation(seeds: Sequence[np.random.SeedSequence], stream: int, n_c
 
 def anonymise(returns: np.ndarray, candidates: np.ndarray, maps: Anonymisation) -> tuple[np.ndarray, np.ndarray]:
     """Apply the maps: returns (n, T) times the scale; candidates (n, 8, T) shuffled and affine-mapped."""
-    shuffled = np.take_along_axis(candidates, maps.perm[:, :, None], axis=1)
-    visible = maps.slope[:, :, None] * shuffled + maps.intercept[:, :, None]
+    visible = candidates[np.arange(candidates.shape[0])[:, None], maps.perm]
+    visible *= maps.slope[:, :, None]
+    visible += maps.intercept[:, :, None]
     return returns * maps.return_scale[:, None], visible
 
 

@@ -11,42 +11,51 @@ import numpy as np
 from scipy.signal import lfilter
 
 
-def ar1_from_innovations(start: np.ndarray, shocks: np.ndarray, phi: np.ndarray | float) -> np.ndarray:
-    """Paths of x[t] = phi x[t-1] + shocks[t] with x[0] = start, one row per series.
+def ar1_from_innovations(
+    start: np.ndarray, shocks: np.ndarray, phi: np.ndarray | float, *, overwrite: bool = False
+) -> np.ndarray:
+    """Paths of x[t] = phi x[t-1] + shocks[..., t] with x[..., 0] = start.
 
     Parameters
     ----------
-    start : ndarray, shape (m,)
+    start : ndarray, shape (...)
         Initial values x[0].
-    shocks : ndarray, shape (m, T)
-        Innovations; ``shocks[:, 0]`` is ignored (x[0] is ``start``).
-    phi : float or ndarray, shape (m,)
-        Persistence of each row. Rows sharing a value are filtered together with
+    shocks : ndarray, shape (..., T)
+        Innovations; ``shocks[..., 0]`` is ignored (x[0] is ``start``).
+    phi : float or ndarray, shape (...)
+        Persistence of each series. Series sharing a value are filtered together with
         :func:`scipy.signal.lfilter` (a sequential C loop, so the result is bit-reproducible).
+    overwrite : bool, default False
+        Allow the function to use ``shocks`` as its work buffer (saves a copy of a large batch).
 
     Returns
     -------
-    ndarray, shape (m, T)
+    ndarray, shape (..., T)
     """
-    drive = np.array(shocks, dtype=float, copy=True)
-    drive[:, 0] = start
-    phis = np.broadcast_to(np.asarray(phi, dtype=float), (drive.shape[0],))
-    out = np.empty_like(drive)
-    for value in np.unique(phis):
+    drive = shocks if overwrite else np.array(shocks, dtype=float, copy=True)
+    drive[..., 0] = start
+    phis = np.broadcast_to(np.asarray(phi, dtype=float), drive.shape[:-1])
+    values = np.unique(phis)
+    if values.size == 1:
+        return lfilter([1.0], [1.0, -values[0]], drive, axis=-1)
+    for value in values:
         rows = phis == value
-        out[rows] = lfilter([1.0], [1.0, -value], drive[rows], axis=-1)
-    return out
+        drive[rows] = lfilter([1.0], [1.0, -value], drive[rows], axis=-1)
+    return drive
 
 
-def stationary_unit_ar1(start_draws: np.ndarray, normal_draws: np.ndarray, phi: np.ndarray | float) -> np.ndarray:
+def stationary_unit_ar1(
+    start_draws: np.ndarray, normal_draws: np.ndarray, phi: np.ndarray | float, *, overwrite: bool = False
+) -> np.ndarray:
     """Unit-variance Gaussian AR(1) paths started from their stationary law.
 
     x[0] = start_draws, x[t] = phi x[t-1] + sqrt(1 - phi^2) normal_draws[t], so x has unconditional
-    variance 1 at every t.
+    variance 1 at every t. ``overwrite`` lets the function scale ``normal_draws`` in place.
     """
-    phis = np.broadcast_to(np.asarray(phi, dtype=float), (normal_draws.shape[0],))
-    scale = np.sqrt(1.0 - phis * phis)[:, None]
-    return ar1_from_innovations(start_draws, scale * normal_draws, phis)
+    phis = np.broadcast_to(np.asarray(phi, dtype=float), normal_draws.shape[:-1])
+    drive = normal_draws if overwrite else np.array(normal_draws, dtype=float, copy=True)
+    drive *= np.sqrt(1.0 - phis * phis)[..., None]
+    return ar1_from_innovations(start_draws, drive, phis, overwrite=True)
 
 
 def stationary_bootstrap_indices(starts: np.ndarray, uniforms: np.ndarray, n_pool: int, mean_block: float) -> np.ndarray:

@@ -14,11 +14,12 @@ from typing import Sequence
 import numpy as np
 
 from planted.regression import newey_west_slope_t
-from planted.seeding import generator
+from planted.seeding import describe, generator
 from planted.worlds import spec as S
 from planted.worlds.calibration import calibrate_regime, calibrate_reversal
 from planted.worlds.data import FactorSeries
 from planted.worlds.pool import ShockPool, own_lag_residuals, standardise
+from planted.worlds.spec import WorldBuildError
 from planted.worlds.processes import (
     garch11_returns,
     stationary_bootstrap_indices,
@@ -108,23 +109,24 @@ def _draw_planted(seeds: Sequence[np.random.SeedSequence], length: int) -> tuple
     for i, seq in enumerate(seeds):
         rng = generator(seq, STREAMS["planted"])
         starts[i] = rng.standard_normal()
-        normals[i] = rng.standard_normal(length)
+        rng.standard_normal(out=normals[i])
     return starts, normals
 
 
-def _distractors(seeds: Sequence[np.random.SeedSequence], count: int, length: int) -> tuple[np.ndarray, np.ndarray]:
-    """Unit-variance AR(1) distractors (n, count, length) and their persistences (n, count)."""
-    n = len(seeds)
+def _distractors(seeds: Sequence[np.random.SeedSequence], out: np.ndarray) -> np.ndarray:
+    """Fill ``out`` (n, count, length) with unit-variance AR(1) distractors; return persistences (n, count)."""
+    n, count, _ = out.shape
     phis = np.empty((n, count))
     starts = np.empty((n, count))
-    normals = np.empty((n, count, length))
     for i, seq in enumerate(seeds):
         rng = generator(seq, STREAMS["distractors"])
         phis[i] = rng.choice(np.asarray(S.DISTRACTOR_PERSISTENCES), size=count, replace=False)
         starts[i] = rng.standard_normal(count)
-        normals[i] = rng.standard_normal((count, length))
-    paths = stationary_unit_ar1(starts.reshape(-1), normals.reshape(n * count, length), phis.reshape(-1))
-    return paths.reshape(n, count, length), phis
+        rng.standard_normal(out=out[i])
+    paths = stationary_unit_ar1(starts, out, phis, overwrite=True)
+    if paths is not out:  # a single persistence value: lfilter returned a new array
+        out[...] = paths
+    return phis
 
 
 def planted_predictive(
@@ -140,21 +142,30 @@ def planted_predictive(
     -------
     returns, x : ndarray, shape (n, L)
     """
-    drive = rho * shocks + np.sqrt(1.0 - rho * rho) * x_normals
-    x = stationary_unit_ar1(x_start, drive, phi)
+    drive = x_normals * np.sqrt(1.0 - rho * rho)
+    if rho != 0.0:
+        drive += rho * shocks
+    x = stationary_unit_ar1(x_start, drive, phi, overwrite=True)
     returns = np.full_like(shocks, np.nan)
     returns[:, 1:] = mean + beta * x[:, :-1] + shock_sd * shocks[:, 1:]
     return returns, x
 
 
-def _assemble(returns, planted, distractors, phis, planted_phi, keep, n_train, **extra) -> RawBatch:
-    """Cut the kept window and stack the planted column (if any) before the distractors."""
-    n = returns.shape[0]
-    if planted is not None:
-        candidates = np.concatenate([planted[:, None, :], distractors], axis=1)
-        persistences = np.concatenate([np.full((n, 1), planted_phi), phis], axis=1)
-    else:
-        candidates, persistences = distractors, phis
+def _candidates(seeds, planted: np.ndarray | None, planted_phi: float | None, length: int):
+    """Stack the planted column (if any) before freshly simulated distractors: (n, 8, L) and (n, 8)."""
+    n = len(seeds)
+    candidates = np.empty((n, S.N_CANDIDATES, length))
+    first = 0 if planted is None else 1
+    phis = _distractors(seeds, candidates[:, first:, :])
+    if planted is None:
+        return candidates, phis
+    candidates[:, 0, :] = planted
+    return candidates, np.concatenate([np.full((n, 1), planted_phi), phis], axis=1)
+
+
+def _assemble(seeds, returns, planted, planted_phi, keep, n_train, **extra) -> RawBatch:
+    """Simulate the distractors, cut the kept window and put the planted column (if any) first."""
+    candidates, persistences = _candidates(seeds, planted, planted_phi, returns.shape[1])
     cut = lambda a: None if a is None else a[..., keep]  # noqa: E731
     return RawBatch(
         returns=returns[:, keep],
@@ -178,9 +189,8 @@ def _linear(spec: S.WorldSpec, seeds, pool: ShockPool, *, r2: float, phi: float,
     returns, x = planted_predictive(
         shocks, x_start, x_normals, beta=beta, phi=phi, rho=rho, mean=S.MU, shock_sd=shock_sd
     )
-    distractors, phis = _distractors(seeds, S.N_CANDIDATES - 1, length)
     params = {"beta": beta, "shock_sd": shock_sd, "r2": r2, "phi": phi, "rho": rho}
-    return _assemble(returns, x, distractors, phis, phi, slice(S.BURN_IN, length), S.N_TRAIN,
+    return _assemble(seeds, returns, x, phi, slice(S.BURN_IN, length), S.N_TRAIN,
                      shock_ids=ids, params=params)
 
 
@@ -197,9 +207,11 @@ def _momentum_null(spec: S.WorldSpec, seeds, pool: ShockPool) -> RawBatch:
     first_attempt = 0
     while pending:
         if first_attempt >= rule["max_tries"]:
-            raise RuntimeError(
+            raise WorldBuildError(
                 f"momentum_null: no draw met the selection rule (Newey-West t > {rule['threshold_t']}) "
-                f"within {rule['max_tries']} tries for worlds {pending}; the shock source looks wrong"
+                f"within {rule['max_tries']} tries for seeds {[describe(seeds[w]) for w in pending]}; "
+                "this happens for about 1 seed in 1,000 (see docs/conventions.md): use another seed",
+                failed=pending,
             )
         attempts = range(first_attempt, min(first_attempt + MOMENTUM_ATTEMPTS_PER_ROUND, rule["max_tries"]))
         draws = np.empty((len(pending), len(attempts), length))
@@ -228,9 +240,8 @@ def _momentum_null(spec: S.WorldSpec, seeds, pool: ShockPool) -> RawBatch:
             chosen[world] = {"momentum_attempts": attempts[a] + 1, "momentum_nw_t": float(t_stats[p, a])}
         pending = still
         first_attempt = attempts[-1] + 1
-    distractors, phis = _distractors(seeds, S.N_CANDIDATES, length)
     params = {"omega": omega, **{k: rule[k] for k in ("arch", "garch", "threshold_t", "hac_lags", "max_tries")}}
-    return _assemble(returns, None, distractors, phis, None, slice(S.BURN_IN, length), S.N_TRAIN,
+    return _assemble(seeds, returns, None, None, slice(S.BURN_IN, length), S.N_TRAIN,
                      shock_ids=ids, params=params, per_world=chosen)
 
 
@@ -253,9 +264,8 @@ def _reversal(spec: S.WorldSpec, seeds, pool: ShockPool) -> RawBatch:
     shocks, ids = _draw_shocks(seeds, length, spec.shocks, pool)
     ar = np.concatenate([[1.0], np.full(12, cal.b / 12.0)])
     returns = S.MU + lfilter([1.0], ar, cal.shock_sd * shocks, axis=-1)
-    distractors, phis = _distractors(seeds, S.N_CANDIDATES, length)
     params = {"b": cal.b, "shock_sd": cal.shock_sd, "r2": S.REVERSAL_R2, "window": 12}
-    return _assemble(returns, None, distractors, phis, None, slice(S.BURN_IN, length), S.N_TRAIN,
+    return _assemble(seeds, returns, None, None, slice(S.BURN_IN, length), S.N_TRAIN,
                      shock_ids=ids, params=params)
 
 
@@ -265,7 +275,7 @@ def _regime(spec: S.WorldSpec, seeds, pool: ShockPool) -> RawBatch:
     cal = calibrate_regime(cfg["r2"], S.SIGMA, cfg["vol_ratio"])
     shocks, ids = _draw_shocks(seeds, length, spec.shocks, pool)
     x_start, x_normals = _draw_planted(seeds, length)
-    x = stationary_unit_ar1(x_start, x_normals, cfg["phi"])
+    x = stationary_unit_ar1(x_start, x_normals, cfg["phi"], overwrite=True)
     first = np.empty(len(seeds))
     switch = np.empty((len(seeds), length))
     for i, seq in enumerate(seeds):
@@ -277,9 +287,8 @@ def _regime(spec: S.WorldSpec, seeds, pool: ShockPool) -> RawBatch:
     shock_sd = np.where(state == 1, cal.high_sd, cal.low_sd)
     returns = np.full_like(shocks, np.nan)
     returns[:, 1:] = S.MU + cal.beta * signal[:, :-1] + shock_sd[:, 1:] * shocks[:, 1:]
-    distractors, phis = _distractors(seeds, S.N_CANDIDATES - 1, length)
     params = {"beta": cal.beta, "low_sd": cal.low_sd, "high_sd": cal.high_sd, **cfg}
-    return _assemble(returns, x, distractors, phis, cfg["phi"], slice(S.BURN_IN, length), S.N_TRAIN,
+    return _assemble(seeds, returns, x, cfg["phi"], slice(S.BURN_IN, length), S.N_TRAIN,
                      signal=signal, regime=state, shock_ids=ids, params=params)
 
 
@@ -308,7 +317,6 @@ def _injected(spec: S.WorldSpec, seeds, factor: FactorSeries) -> RawBatch:
     returns, x = planted_predictive(
         shocks, x_start, x_normals, beta=beta, phi=cfg["phi"], rho=cfg["rho"], mean=mean, shock_sd=shock_sd
     )
-    distractors, phis = _distractors(seeds, S.N_CANDIDATES - 1, length)
     keep = slice(1, 1 + S.N_TRAIN_INJECTED + n_test)
     first_month = factor.months[12]
     params = {
@@ -316,7 +324,7 @@ def _injected(spec: S.WorldSpec, seeds, factor: FactorSeries) -> RawBatch:
         "factor_source": factor.source, "factor_sha256": factor.sha256,
         "first_month": str(first_month), "n_test": n_test,
     }
-    return _assemble(returns, x, distractors, phis, cfg["phi"], keep, S.N_TRAIN_INJECTED, params=params)
+    return _assemble(seeds, returns, x, cfg["phi"], keep, S.N_TRAIN_INJECTED, params=params)
 
 
 def simulate_raw(

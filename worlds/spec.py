@@ -57,6 +57,14 @@ class WorldSpecError(ValueError):
     """A world specification that cannot be built; the message names the field and the fix."""
 
 
+class WorldBuildError(RuntimeError):
+    """A valid spec whose construction failed for some seeds (``failed``: their batch positions)."""
+
+    def __init__(self, message: str, failed: list[int]):
+        super().__init__(message)
+        self.failed = list(failed)
+
+
 @dataclass(frozen=True)
 class WorldSpec:
     """One cell of a world design.

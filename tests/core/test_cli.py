@@ -1,0 +1,50 @@
+"""The command line: world build/show/list/tour and one-line errors with exit status 2."""
+
+import json
+
+from planted.cli import main
+
+ARGS = ["world", "build", "--family", "linear", "--r2", "0.01", "--phi", "0.95", "--rho", "-0.8",
+        "--shocks", "gaussian", "--seed", "7"]
+
+
+def test_world_build_twice_gives_the_same_bytes(tmp_path, capsys):
+    assert main([*ARGS, "--out", str(tmp_path / "a")]) == 0
+    assert main([*ARGS, "--out", str(tmp_path / "b")]) == 0
+    for name in ("visible/data.csv", "sealed/test.csv", "sealed/meta.json", "sealed/truth.csv"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert "planted column" in capsys.readouterr().out
+
+
+def test_world_show_prints_summary_and_json(tmp_path, capsys):
+    main([*ARGS, "--out", str(tmp_path / "w")])
+    capsys.readouterr()
+    assert main(["world", "show", str(tmp_path / "w")]) == 0
+    assert "linear_r2=0.01_phi=0.95_rho=-0.8_gaussian" in capsys.readouterr().out
+    assert main(["world", "show", str(tmp_path / "w"), "--json"]) == 0
+    meta = json.loads(capsys.readouterr().out)
+    assert meta["spec"]["family"] == "linear" and meta["seed"]["entropy"] == 7
+
+
+def test_world_list_names_every_family(capsys):
+    assert main(["world", "list"]) == 0
+    out = capsys.readouterr().out
+    for family in ("linear", "persistent_null", "momentum_null", "reversal", "regime", "injected"):
+        assert family in out
+
+
+def test_tour_builds_every_family(tmp_path, capsys, ff5_file):
+    assert main(["world", "tour", "--out", str(tmp_path), "--path", str(ff5_file)]) == 0
+    out = capsys.readouterr().out
+    for family in ("linear", "persistent_null", "momentum_null", "reversal", "regime", "injected_HML", "injected_RMW"):
+        assert family in out
+    assert len(list(tmp_path.iterdir())) == 9
+
+
+def test_bad_input_gives_one_line_and_status_2(tmp_path, capsys):
+    assert main(["world", "build", "--family", "linear", "--r2", "2", "--phi", "0.5", "--rho", "0",
+                 "--seed", "1", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "r2 must lie in [0, 1)" in err[0]
+    assert main(["world", "show", str(tmp_path / "missing")]) == 2
+    assert "not a world directory" in capsys.readouterr().err
