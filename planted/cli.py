@@ -104,6 +104,53 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _floats(text: str) -> list[float]:
+    return [float(v) for v in text.split(",") if v.strip()]
+
+
+def cmd_mc(args: argparse.Namespace) -> int:
+    from planted.baselines.engine import SimulationConfig, simulate
+    from planted.baselines.summary import rate_table, summarise
+    from planted.worlds import WorldSpec
+
+    shocks = None if args.family == "injected" else args.shocks
+    if args.family == "linear":
+        cells = [
+            WorldSpec(family="linear", r2=r2, phi=phi, rho=rho, shocks=shocks)
+            for r2 in args.r2 for phi in args.phi for rho in args.rho
+        ]
+    elif args.family == "injected":
+        cells = [WorldSpec(family="injected", factor=args.factor, r2=r2) for r2 in args.r2]
+    else:
+        cells = [WorldSpec(family=args.family, shocks=shocks)]
+    config = SimulationConfig(
+        cells=cells, worlds_per_cell=args.worlds_per_cell, procedures=args.procedures.split(","),
+        seed=args.seed, chunk_size=args.chunk_size, n_jobs=args.n_jobs, backend=args.backend,
+        factor_file=str(args.path) if args.path else None,
+    )
+    if args.backend == "dask":
+        from distributed import Client
+
+        client = Client(args.scheduler) if args.scheduler else Client(processes=False)
+        print(f"dask scheduler: {client.scheduler.address}", file=sys.stderr)
+    elif args.backend == "ray":
+        import ray
+        from ray.util.joblib import register_ray
+
+        ray.init(address=args.scheduler)
+        register_ray()
+    table = simulate(config, args.out, progress=not args.json)
+    summary = summarise(table, args.alpha, args.match_null_rate)
+    if args.json:
+        print(json.dumps({k: summary[k] for k in summary if k != "intervals"} | {"intervals": summary["intervals"]}))
+    else:
+        print(f"claim rates at alpha = {args.alpha:g} (Wilson 95% intervals), worlds per level: {summary['n_worlds']}")
+        print(rate_table(table, args.alpha).to_string())
+        if args.out:
+            print(f"table: {Path(args.out) / 'mc.parquet'}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the ``planted`` command."""
     parser = argparse.ArgumentParser(prog="planted", description=__doc__.splitlines()[0])
@@ -128,6 +175,27 @@ def build_parser() -> argparse.ArgumentParser:
     tour.add_argument("--seed", type=int, default=2026)
     tour.add_argument("--path", type=Path, help="5-factor CSV; adds the injected RMW world")
     tour.set_defaults(handler=cmd_world_tour)
+
+    mc = commands.add_parser("mc", help="Monte Carlo: claim rates of the baseline procedures on simulated worlds")
+    mc.add_argument("--family", default="linear", choices=("linear", "persistent_null", "momentum_null", "reversal", "regime", "injected"))
+    mc.add_argument("--shocks", default="bootstrap", choices=("bootstrap", "gaussian"))
+    mc.add_argument("--r2", type=_floats, default=[0.0, 0.0025, 0.005, 0.01, 0.02, 0.04], help="comma-separated R2 levels")
+    mc.add_argument("--phi", type=_floats, default=[0.5, 0.95], help="comma-separated persistences (linear)")
+    mc.add_argument("--rho", type=_floats, default=[0.0, -0.8], help="comma-separated correlations (linear)")
+    mc.add_argument("--factor", default="HML", choices=("HML", "RMW"))
+    mc.add_argument("--path", type=Path, help="5-factor CSV (injected RMW)")
+    mc.add_argument("--worlds-per-cell", type=int, default=1000)
+    mc.add_argument("--procedures", default="oracle,combination,combination_ct,holm_best,best9,hac_holm,ivx_holm")
+    mc.add_argument("--seed", type=int, default=1)
+    mc.add_argument("--alpha", type=float, default=0.05)
+    mc.add_argument("--match-null-rate", type=float, help="add size-matched claim rates at this null claim rate")
+    mc.add_argument("--chunk-size", type=int, default=250)
+    mc.add_argument("--n-jobs", type=int, default=1)
+    mc.add_argument("--backend", default="loky", choices=("loky", "threading", "dask", "ray"))
+    mc.add_argument("--scheduler", help="dask scheduler or ray cluster address (default: a local one)")
+    mc.add_argument("--out", type=Path, help="output directory (resumable); omit to keep results in memory")
+    mc.add_argument("--json", action="store_true", help="print the summary as JSON")
+    mc.set_defaults(handler=cmd_mc)
 
     data = commands.add_parser("data", help="factor data").add_subparsers(dest="data_command", required=True)
     fetch = data.add_parser("fetch", help="download the Fama-French 5-factor file and print its SHA-256")

@@ -1,0 +1,255 @@
+"""The Monte Carlo engine: a grid of world specs x seeds x procedures -> a tidy table of p-values.
+
+Design (SPEC 3.3):
+
+* **Seeds first.** World j of a cell gets ``SeedSequence(seed, spawn_key=(SIMULATION_DOMAIN,
+  cell_key, j))``, where ``cell_key`` is a stable hash of the cell's label. Agent worlds use another
+  domain, so simulated worlds never coincide with them; adding a cell or changing the chunk size,
+  the number of workers or the backend never changes any world.
+* **Chunks.** Each cell's worlds are split into chunks of ``chunk_size``; a chunk is built as one
+  vectorised batch, every procedure runs on it, and its rows are written to its own Parquet file
+  (``DIR/chunks/``). Peak memory is bounded by the chunk size, whatever the number of worlds, and a
+  rerun skips chunks already on disk (resumable).
+* **Parallel.** Chunks run through joblib: ``backend="loky"`` (local processes), or ``"dask"`` /
+  ``"ray"`` via joblib's backends for a cluster. The backend is a configuration switch only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from joblib import Parallel, delayed, parallel_config
+from tqdm.auto import tqdm
+
+import planted
+from planted.baselines.panel import panel_from_batch
+from planted.baselines.procedures import KINDS, PROCEDURES, economic_label, run_procedures
+from planted.seeding import describe, substream
+from planted.worlds import WorldBuildError, WorldSpec, build_batch
+
+SIMULATION_DOMAIN = 1
+"""First spawn-key element of simulated (Monte Carlo) worlds; agent worlds use 0."""
+SPEC_COLUMNS = ("family", "r2", "phi", "rho", "shocks", "factor")
+
+
+def cell_key(spec: WorldSpec) -> int:
+    """Stable 32-bit key of a cell (from its label), used in world seeds."""
+    return int(hashlib.sha256(spec.label().encode()).hexdigest()[:8], 16)
+
+
+def world_seed(seed: int, spec: WorldSpec, index: int) -> np.random.SeedSequence:
+    """Seed sequence of simulated world ``index`` of cell ``spec`` under the study seed ``seed``."""
+    return substream(np.random.SeedSequence(seed), SIMULATION_DOMAIN, cell_key(spec), index)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A contiguous range of worlds of one cell: the unit of work, of parallelism and of resumption."""
+
+    spec: WorldSpec
+    start: int
+    stop: int
+
+    @property
+    def name(self) -> str:
+        """File stem of the chunk's Parquet file."""
+        return f"{self.spec.label()}__{self.start:07d}-{self.stop:07d}"
+
+
+@dataclass
+class SimulationConfig:
+    """What to simulate and how.
+
+    Attributes
+    ----------
+    cells : list of WorldSpec
+    worlds_per_cell : int
+    procedures : list of str
+        Names in ``PROCEDURES``.
+    seed : int
+        Study seed of the simulation domain.
+    chunk_size : int
+        Worlds per vectorised batch (bounds memory: roughly 0.5 MB per world).
+    n_jobs : int
+    backend : str
+        ``loky`` (default), ``threading``, ``dask`` or ``ray``.
+    factor_file : str, optional
+        Fama-French 5-factor CSV for injected RMW cells.
+    """
+
+    cells: list[WorldSpec]
+    worlds_per_cell: int
+    procedures: list[str]
+    seed: int = 1
+    chunk_size: int = 250
+    n_jobs: int = 1
+    backend: str = "loky"
+    factor_file: str | None = None
+    chunks: list[Chunk] = field(init=False)
+
+    def __post_init__(self) -> None:
+        unknown = [p for p in self.procedures if p not in PROCEDURES]
+        if unknown:
+            raise ValueError(f"unknown procedures {unknown}; choose from {', '.join(PROCEDURES)}")
+        if self.worlds_per_cell < 1 or self.chunk_size < 1:
+            raise ValueError("worlds_per_cell and chunk_size must be positive")
+        self.chunks = [
+            Chunk(spec, start, min(start + self.chunk_size, self.worlds_per_cell))
+            for spec in self.cells
+            for start in range(0, self.worlds_per_cell, self.chunk_size)
+        ]
+
+    def fingerprint(self) -> dict:
+        """What determines the results (not how they are computed): seed, cells, worlds, procedures."""
+        return {
+            "seed": self.seed,
+            "cells": [c.to_dict() for c in self.cells],
+            "worlds_per_cell": self.worlds_per_cell,
+            "procedures": sorted(self.procedures),
+            "chunk_size": self.chunk_size,
+            "factor_file": self.factor_file,
+        }
+
+
+def run_chunk(chunk: Chunk, config: SimulationConfig) -> pd.DataFrame:
+    """Build one chunk's worlds, run every procedure on them and return the tidy rows.
+
+    Seeds for which the world cannot be built (a momentum-null seed that never meets its selection
+    rule) are dropped and reported in a row with ``procedure = "<build-error>"``.
+    """
+    indices = list(range(chunk.start, chunk.stop))
+    seeds = [world_seed(config.seed, chunk.spec, j) for j in indices]
+    failures: list[tuple[int, str]] = []
+    while True:
+        try:
+            batch = build_batch(chunk.spec, seeds, factor_file=config.factor_file)
+            break
+        except WorldBuildError as exc:
+            for position in sorted(exc.failed, reverse=True):
+                failures.append((indices.pop(position), str(exc)))
+                seeds.pop(position)
+            if not seeds:
+                return _failure_rows(chunk.spec, failures, config.seed)
+    panel = panel_from_batch(batch)
+    results = run_procedures(panel, sorted(set(config.procedures) | {"oracle"}))
+    economic = economic_label(results["oracle"])
+    frames = []
+    for name in config.procedures:
+        frame = results[name].to_frame()
+        frame.insert(0, "world", indices)
+        frames.append(frame)
+    rows = pd.concat(frames, ignore_index=True)
+    n_proc = len(config.procedures)
+    rows["signal"] = np.tile(panel.signal, n_proc)
+    rows["economic"] = np.tile(economic, n_proc)
+    rows["seed_spawn_key"] = np.tile([json.dumps(describe(s)["spawn_key"]) for s in seeds], n_proc)
+    rows = _with_spec(rows, chunk.spec, config.seed)
+    if failures:
+        rows = pd.concat([rows, _failure_rows(chunk.spec, failures, config.seed)], ignore_index=True)
+    return rows
+
+
+def _with_spec(rows: pd.DataFrame, spec: WorldSpec, seed: int) -> pd.DataFrame:
+    for position, column in enumerate(SPEC_COLUMNS):
+        rows.insert(position, column, getattr(spec, column))
+    rows.insert(len(SPEC_COLUMNS), "cell", spec.label())
+    rows["seed"] = seed
+    return rows
+
+
+def _failure_rows(spec: WorldSpec, failures: list[tuple[int, str]], seed: int) -> pd.DataFrame:
+    rows = pd.DataFrame({"world": [i for i, _ in failures], "procedure": "<build-error>", "error": [m for _, m in failures]})
+    return _with_spec(rows, spec, seed)
+
+
+def _chunk_path(directory: Path, chunk: Chunk) -> Path:
+    return directory / "chunks" / f"{chunk.name}.parquet"
+
+
+def _write_atomic(frame: pd.DataFrame, path: Path) -> None:
+    partial = path.with_name(path.name + ".part")
+    frame.to_parquet(partial, index=False)
+    partial.replace(path)
+
+
+def simulate(config: SimulationConfig, out: str | Path | None = None, *, progress: bool = True) -> pd.DataFrame:
+    """Run the Monte Carlo grid and return one row per world x procedure.
+
+    Parameters
+    ----------
+    config : SimulationConfig
+    out : path, optional
+        Directory for ``chunks/*.parquet``, ``simulation.json`` and the combined ``mc.parquet``.
+        With a directory, chunks already written are reused (resumable), and a directory written
+        with a different configuration is refused.
+    progress : bool
+        Show a progress bar over chunks.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns: the cell's spec fields and label, ``world`` (index in the cell), ``procedure``,
+        ``kind``, ``decision_p``, ``chosen``, ``statistic``, ``test_oos_r2``, ``test_cw_stat``,
+        ``test_cw_p``, ``signal``, ``economic``, ``seed_spawn_key``, ``seed``.
+    """
+    directory = Path(out) if out is not None else None
+    todo = list(config.chunks)
+    if directory is not None:
+        _claim_directory(directory, config)
+        todo = [c for c in todo if not _chunk_path(directory, c).is_file()]
+    bar = tqdm(total=len(config.chunks), initial=len(config.chunks) - len(todo), disable=not progress, desc="mc chunks")
+    new: dict[str, pd.DataFrame] = {}
+    with parallel_config(backend=config.backend, n_jobs=config.n_jobs):
+        for chunk, rows in Parallel(return_as="generator_unordered")(
+            delayed(_run_and_name)(chunk, config) for chunk in todo
+        ):
+            if directory is not None:
+                _write_atomic(rows, _chunk_path(directory, chunk))
+            new[chunk.name] = rows
+            bar.update(1)
+    bar.close()
+    frames = [
+        new[c.name] if c.name in new else pd.read_parquet(_chunk_path(directory, c))  # type: ignore[arg-type]
+        for c in config.chunks
+    ]
+    table = pd.concat(frames, ignore_index=True)
+    if directory is not None:
+        _write_atomic(table, directory / "mc.parquet")
+    return table
+
+
+def _run_and_name(chunk: Chunk, config: SimulationConfig) -> tuple[Chunk, pd.DataFrame]:
+    return chunk, run_chunk(chunk, config)
+
+
+def _claim_directory(directory: Path, config: SimulationConfig) -> None:
+    (directory / "chunks").mkdir(parents=True, exist_ok=True)
+    manifest = directory / "simulation.json"
+    fingerprint = config.fingerprint()
+    if manifest.is_file():
+        recorded = json.loads(manifest.read_text())
+        if recorded["config"] != json.loads(json.dumps(fingerprint)):
+            raise ValueError(
+                f"{directory} holds a simulation with another configuration; use a new --out directory "
+                "(or delete this one) instead of mixing results"
+            )
+        return
+    manifest.write_text(
+        json.dumps({"config": fingerprint, "planted_version": planted.__version__}, indent=2, sort_keys=True) + "\n"
+    )
+
+
+def procedure_kinds(names: Iterable[str]) -> dict[str, str]:
+    """Kind (pre-specified or exploratory) of each named procedure."""
+    return {name: KINDS[name] for name in names}
+
+
+def linear_grid(r2_levels: Sequence[float], shocks: str, phis=(0.5, 0.95), rhos=(0.0, -0.8)) -> list[WorldSpec]:
+    """The linear cells for the given R2 levels (pooled over phi and rho in the claim-rate summaries)."""
+    return [WorldSpec(family="linear", r2=r2, phi=phi, rho=rho, shocks=shocks) for r2 in r2_levels for phi in phis for rho in rhos]
