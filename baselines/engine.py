@@ -3,7 +3,7 @@
 Design (SPEC 3.3):
 
 * **Seeds first.** World j of a cell gets ``SeedSequence(seed, spawn_key=(SIMULATION_DOMAIN,
-  cell_key, j))``, where ``cell_key`` is a stable hash of the cell's label. Agent worlds use another
+  cell_key, j))``, where ``cell_key`` is ``WorldSpec.seed_key()``, a stable hash of the cell's label. Agent worlds use another
   domain, so simulated worlds never coincide with them; adding a cell or changing the chunk size,
   the number of workers or the backend never changes any world.
 * **Chunks.** Each cell's worlds are split into chunks of ``chunk_size``; a chunk is built as one
@@ -16,7 +16,6 @@ Design (SPEC 3.3):
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,14 +37,9 @@ SIMULATION_DOMAIN = 1
 SPEC_COLUMNS = ("family", "r2", "phi", "rho", "shocks", "factor")
 
 
-def cell_key(spec: WorldSpec) -> int:
-    """Stable 32-bit key of a cell (from its label), used in world seeds."""
-    return int(hashlib.sha256(spec.label().encode()).hexdigest()[:8], 16)
-
-
 def world_seed(seed: int, spec: WorldSpec, index: int) -> np.random.SeedSequence:
     """Seed sequence of simulated world ``index`` of cell ``spec`` under the study seed ``seed``."""
-    return substream(np.random.SeedSequence(seed), SIMULATION_DOMAIN, cell_key(spec), index)
+    return substream(np.random.SeedSequence(seed), SIMULATION_DOMAIN, spec.seed_key(), index)
 
 
 @dataclass(frozen=True)

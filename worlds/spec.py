@@ -8,6 +8,7 @@ metadata. Validation happens on construction, before any random number is drawn.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -135,6 +136,10 @@ class WorldSpec:
     def to_dict(self) -> dict[str, Any]:
         """Return the fields as a JSON-ready dict (``None`` for parameters the family does not take)."""
         return asdict(self)
+
+    def seed_key(self) -> int:
+        """Stable 32-bit integer naming this cell in seed trees (first 8 hex digits of SHA-256 of the label)."""
+        return int(hashlib.sha256(self.label().encode()).hexdigest()[:8], 16)
 
     def label(self) -> str:
         """Return a short, stable, human-readable name such as ``linear_r2=0.01_phi=0.95_rho=-0.8_gaussian``."""

@@ -1,0 +1,330 @@
+"""The resumable grid runner: worlds -> episodes in the sandbox -> evaluation -> baselines -> run table.
+
+Output layout under ``OUT/<study>/``::
+
+    study.json          the resolved configuration and its hash (a rerun with another one is refused)
+    worlds/<world_id>/  each world's files (visible/ for the agent, sealed/ for evaluation)
+    baselines.parquet   every baseline procedure on every world (decision p-values, truth labels)
+    runs/<run_id>/      workspace/, transcript.jsonl, final_model.py, result.json
+    ledger.jsonl        append-only log of run starts and ends (informational)
+    runs.parquet        one row per run, with the world's truth labels and the baselines' claims
+
+A run counts as done exactly when its ``result.json`` exists with status ``ok``; it is written
+atomically as the run's last act. Anything else (no result, an errored result, a damaged
+transcript) is redone from scratch on the same world, so a rerun of the same command does only
+what is missing and never duplicates a run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import traceback
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+import planted
+from planted.agents.backend import Backend, FatalBackendError
+from planted.agents.episode import EpisodeSettings, Evaluator, SandboxFactory, run_episode
+from planted.agents.prompts import Prompts
+from planted.agents.study import StudyGrid, WorldUnit
+from planted.agents.transcript import EventLog, TranscriptError, read_events
+from planted.baselines.panel import panel_from_worlds
+from planted.baselines.procedures import economic_label, run_procedures
+from planted.hashing import canonical_json, sha256_bytes
+from planted.worlds import World, WorldFileError, build, read_meta, write_world
+from planted.worlds.files import VISIBLE_FILE
+
+RESULT_FILE = "result.json"
+
+
+class StudyConfigMismatch(RuntimeError):
+    """The output directory holds a study run with another configuration."""
+
+
+@dataclass
+class GridContext:
+    """Everything a grid run needs besides the grid itself."""
+
+    out: Path
+    config: dict[str, Any]
+    backend: Backend
+    prompts: Prompts
+    sandbox_factory: SandboxFactory
+    evaluator: Evaluator
+    sandboxed: bool
+    concurrency: int = 1
+    factor_file: str | None = None
+    progress: bool = True
+
+    @property
+    def settings(self) -> EpisodeSettings:
+        study = self.config["study"]
+        return EpisodeSettings(budget=int(study.get("budget", 40)), refit_every=int(study.get("refit_every", 12)))
+
+
+def code_version() -> str | None:
+    """Git commit of the planted source tree, when it is a git checkout (else ``None``)."""
+    root = Path(planted.__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def config_hash(config: dict[str, Any], prompts: Prompts) -> str:
+    """SHA-256 of the resolved study + model configuration and the prompts file."""
+    return sha256_bytes(canonical_json({"config": config, "prompts": prompts.sha256}).encode())
+
+
+def _atomic_json(path: Path, payload: dict[str, Any]) -> None:
+    partial = path.with_name(path.name + ".part")
+    with open(partial, "w", encoding="utf-8") as handle:
+        json.dump(payload, handle, indent=2, sort_keys=True, default=str)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(partial, path)
+
+
+def claim_directory(ctx: GridContext) -> str:
+    """Create or verify ``study.json``; return the configuration hash."""
+    ctx.out.mkdir(parents=True, exist_ok=True)
+    digest = config_hash(ctx.config, ctx.prompts)
+    manifest = ctx.out / "study.json"
+    if manifest.is_file():
+        recorded = json.loads(manifest.read_text())
+        if recorded["config_hash"] != digest:
+            raise StudyConfigMismatch(
+                f"{ctx.out} holds runs of another configuration (hash {recorded['config_hash'][:12]} vs "
+                f"{digest[:12]}); pass a new --out directory (or --new-dir) instead of mixing results"
+            )
+        return digest
+    _atomic_json(manifest, {"config": ctx.config, "config_hash": digest, "prompts_sha256": ctx.prompts.sha256,
+                            "prompts_version": ctx.prompts.version, "planted_version": planted.__version__})
+    return digest
+
+
+def materialise_worlds(ctx: GridContext, grid: StudyGrid) -> dict[str, World]:
+    """Build every world of the grid and write its files (reusing files whose hash matches)."""
+    worlds: dict[str, World] = {}
+    for unit in tqdm(grid.worlds.values(), desc="worlds", disable=not ctx.progress):
+        world = build(unit.spec, unit.seed, factor_file=ctx.factor_file)
+        directory = ctx.out / "worlds" / unit.world_id
+        try:
+            recorded = read_meta(directory)["content_sha256"]
+        except WorldFileError:  # missing or damaged files: (re)write them
+            write_world(world, directory)
+        else:
+            if recorded != world.meta["content_sha256"]:
+                raise StudyConfigMismatch(
+                    f"{directory} holds another world than this code builds from the same seed; "
+                    "use a new --out directory"
+                )
+        worlds[unit.world_id] = world
+    return worlds
+
+
+def run_baselines(ctx: GridContext, grid: StudyGrid, worlds: dict[str, World]) -> pd.DataFrame:
+    """Every configured baseline procedure on every world of the grid (written once, then reused)."""
+    path = ctx.out / "baselines.parquet"
+    if path.is_file():
+        table = pd.read_parquet(path)
+        if set(table["world_id"]) == set(worlds):
+            return table
+    procedures = list(ctx.config["study"].get("procedures", []))
+    frames = []
+    by_kind: dict[tuple[str, int], list[str]] = {}
+    for wid, world in worlds.items():
+        by_kind.setdefault((world.spec.family, len(world.visible) + len(world.test)), []).append(wid)
+    for ids in by_kind.values():
+        panel = panel_from_worlds([worlds[i] for i in ids])
+        results = run_procedures(panel, sorted(set(procedures) | {"oracle"}))
+        economic = economic_label(results["oracle"])
+        for name in procedures:
+            frame = results[name].to_frame()
+            frame.insert(0, "world_id", ids)
+            frame["claim_5pct"] = results[name].claims(0.05)
+            frame["signal"] = panel.signal
+            frame["economic"] = economic
+            frames.append(frame)
+    table = pd.concat(frames, ignore_index=True)
+    partial = path.with_name(path.name + ".part")
+    table.to_parquet(partial, index=False)
+    partial.replace(path)
+    return table
+
+
+def run_is_done(run_dir: Path) -> bool:
+    """A run is done when its result says ``ok`` and its transcript is intact."""
+    result = run_dir / RESULT_FILE
+    if not result.is_file():
+        return False
+    try:
+        status = json.loads(result.read_text()).get("status")
+        read_events(run_dir / "transcript.jsonl")
+    except (json.JSONDecodeError, TranscriptError, FileNotFoundError):
+        return False
+    return status == "ok"
+
+
+def _execute(ctx: GridContext, unit, world: World, world_unit: WorldUnit, digest: str, ledger: EventLog) -> None:
+    run_dir = ctx.out / "runs" / unit.run_id
+    if run_dir.exists():
+        shutil.rmtree(run_dir)  # an interrupted or errored attempt: redo from scratch
+    run_dir.mkdir(parents=True)
+    ledger.write("run_start", run_id=unit.run_id)
+    base = {
+        "run_id": unit.run_id, "world_id": unit.world_id, "framing": unit.framing, "replicate": unit.replicate,
+        "group": unit.group, "spec": world_unit.spec.to_dict(), "seed": world.meta["seed"],
+        "planted_column": world.planted_column, "model": ctx.config["model"].get("model_id"),
+        "backend": ctx.config["model"].get("backend"), "sandboxed": ctx.sandboxed, "config_hash": digest,
+        "planted_version": planted.__version__, "code_version": code_version(),
+    }
+    try:
+        record = run_episode(
+            backend=ctx.backend, prompts=ctx.prompts, framing=unit.framing, visible=world.visible, test=world.test,
+            data_file=ctx.out / "worlds" / unit.world_id / VISIBLE_FILE, run_dir=run_dir,
+            sandbox_factory=ctx.sandbox_factory, evaluator=ctx.evaluator, settings=ctx.settings,
+        )
+        payload = base | {"status": "ok", "error": None} | record
+    except FatalBackendError:
+        ledger.write("run_interrupted", run_id=unit.run_id)
+        raise
+    except Exception as exc:  # infrastructure failure: recorded, redone on the next invocation
+        payload = base | {"status": "error", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    _atomic_json(run_dir / RESULT_FILE, payload)
+    ledger.write("run_end", run_id=unit.run_id, status=payload["status"])
+
+
+def run_grid(ctx: GridContext, grid: StudyGrid, *, limit: int | None = None) -> pd.DataFrame:
+    """Run (or resume) every episode of ``grid`` and return the run table (also ``runs.parquet``).
+
+    Parameters
+    ----------
+    ctx : GridContext
+    grid : StudyGrid
+    limit : int, optional
+        Run at most this many pending episodes (for staged runs); the rest stay pending.
+
+    Raises
+    ------
+    FatalBackendError
+        Stops the grid at once; finished runs stay, the interrupted ones are redone next time.
+    """
+    digest = claim_directory(ctx)
+    worlds = materialise_worlds(ctx, grid)
+    baselines = run_baselines(ctx, grid, worlds)
+    pending = [u for u in grid.runs if not run_is_done(ctx.out / "runs" / u.run_id)]
+    if limit is not None:
+        pending = pending[:limit]
+    bar = tqdm(total=len(grid.runs), initial=len(grid.runs) - len(pending), desc="episodes", disable=not ctx.progress)
+    stop = threading.Event()
+    with EventLog(ctx.out / "ledger.jsonl") as ledger, ThreadPoolExecutor(max_workers=ctx.concurrency) as pool:
+
+        def task(unit) -> None:
+            if stop.is_set():
+                return
+            try:
+                _execute(ctx, unit, worlds[unit.world_id], grid.worlds[unit.world_id], digest, ledger)
+            except FatalBackendError:
+                stop.set()
+                raise
+            finally:
+                bar.update(1)
+
+        futures = [pool.submit(task, unit) for unit in pending]
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        for future in done:
+            if future.exception() is not None:
+                stop.set()
+                for other in futures:
+                    other.cancel()
+                bar.close()
+                raise future.exception()  # type: ignore[misc]
+    bar.close()
+    return collect_runs(ctx.out, grid, baselines)
+
+
+def collect_runs(out: Path, grid: StudyGrid, baselines: pd.DataFrame) -> pd.DataFrame:
+    """Gather every finished run's result into ``runs.parquet`` (one row per run, in run order)."""
+    rows = []
+    for unit in grid.runs:
+        path = out / "runs" / unit.run_id / RESULT_FILE
+        if not path.is_file():
+            continue
+        result = json.loads(path.read_text())
+        evaluation = result.get("evaluation") or {}
+        usage = result.get("usage") or {}
+        spec = result["spec"]
+        rows.append(
+            {
+                "run_id": unit.run_id, "world_id": unit.world_id, "group": unit.group, "framing": unit.framing,
+                "replicate": unit.replicate, "status": result["status"], "error": result.get("error"),
+                **{k: spec.get(k) for k in ("family", "r2", "phi", "rho", "shocks", "factor")},
+                "seed_entropy": result["seed"]["entropy"], "seed_spawn_key": json.dumps(result["seed"]["spawn_key"]),
+                "planted_column": result.get("planted_column"), "model": result.get("model"),
+                "backend": result.get("backend"), "sandboxed": result.get("sandboxed"),
+                "verdict": result.get("verdict"), "claim": result.get("claim"), "probability": result.get("probability"),
+                "prior_verdict": result.get("prior_verdict"), "prior_probability": result.get("prior_probability"),
+                "predictors": json.dumps(result.get("predictors")), "n_specs": result.get("n_specs"),
+                "budget_used": result.get("budget_used"), "invalid_calls": result.get("invalid_calls"),
+                "rejected_submissions": result.get("rejected_submissions"),
+                "evaluable": evaluation.get("evaluable"), "test_oos_r2": evaluation.get("oos_r2"),
+                "holdout_cw_stat": evaluation.get("cw_stat"), "holdout_cw_p": evaluation.get("cw_pvalue"),
+                "evaluation_error": evaluation.get("error"),
+                "input_tokens": usage.get("input_tokens"), "output_tokens": usage.get("output_tokens"),
+                "reasoning_tokens": usage.get("reasoning_tokens"), "cached_tokens": usage.get("cached_tokens"),
+                "cost_usd": usage.get("cost_usd"), "wall_seconds": result.get("wall_seconds"),
+                "config_hash": result.get("config_hash"), "code_version": result.get("code_version"),
+            }
+        )
+    runs = pd.DataFrame(rows)
+    if runs.empty:
+        return runs
+    truth = baselines.drop_duplicates("world_id").set_index("world_id")[["signal", "economic"]]
+    runs = runs.join(truth, on="world_id")
+    claims = baselines.pivot(index="world_id", columns="procedure", values="claim_5pct").add_prefix("baseline_")
+    runs = runs.join(claims, on="world_id")
+    partial = out / "runs.parquet.part"
+    runs.to_parquet(partial, index=False)
+    partial.replace(out / "runs.parquet")
+    return runs
+
+
+def world_type(row: pd.Series) -> str:
+    """Readable world type of a run row: ``linear R2=1%``, ``momentum_null``, ``injected HML R2=4%``."""
+    if row["family"] == "linear":
+        return f"linear R2={row['r2']:.2%}".replace(".00%", "%")
+    if row["family"] == "injected":
+        return f"injected {row['factor']} R2={row['r2']:.0%}"
+    return str(row["family"])
+
+
+def summary_table(runs: pd.DataFrame, procedures: list[str]) -> pd.DataFrame:
+    """Claim rates by world type with Wilson 95% intervals, the agent next to the baselines."""
+    from planted.baselines.rates import wilson_interval
+
+    ok = runs[runs["status"] == "ok"].copy()
+    ok["world type"] = ok.apply(world_type, axis=1)
+    table = []
+    for kind, group in ok.groupby("world type", sort=True):
+        row = {"world type": kind, "runs": len(group)}
+        for label, column in [("agent", "claim")] + [(p, f"baseline_{p}") for p in procedures]:
+            values = group[column].astype(bool).to_numpy()
+            low, high = wilson_interval(int(values.sum()), values.size)
+            row[label] = f"{values.mean():.0%} [{low:.0%}, {high:.0%}]"
+        table.append(row)
+    return pd.DataFrame(table)
+
+
+__all__ = ["GridContext", "StudyConfigMismatch", "collect_runs", "run_grid", "summary_table"]

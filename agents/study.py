@@ -1,0 +1,100 @@
+"""A study grid from its configuration: worlds x framings x replicates, in a fixed run order.
+
+A study configuration (``conf/study/*.yaml``) lists groups; each group crosses world cells (a dict
+whose list values are crossed, or a list of such dicts) with a number of seeds, framings and
+replicate indices. World j of a cell is the same world in every group that names that cell, so a
+framing group can rerun worlds of the neutral group. Seeds come from one tree:
+``SeedSequence(study_seed, spawn_key=(AGENT_DOMAIN, cell.seed_key(), j))``; the Monte Carlo engine
+uses another domain, so simulated and agent worlds never coincide. The run order is the listed
+order permuted once by ``SeedSequence(study_seed, spawn_key=(ORDER_DOMAIN,))`` so that a partial
+grid is a random subset of the whole.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from planted.seeding import generator, substream
+from planted.worlds import WorldSpec
+
+AGENT_DOMAIN = 0
+ORDER_DOMAIN = 2
+
+
+@dataclass(frozen=True)
+class WorldUnit:
+    """One world of a study."""
+
+    world_id: str
+    spec: WorldSpec
+    index: int
+    seed: np.random.SeedSequence
+
+
+@dataclass(frozen=True)
+class RunUnit:
+    """One episode of a study: a world under a framing, replicate r."""
+
+    run_id: str
+    world_id: str
+    framing: str
+    replicate: int
+    group: str
+
+
+@dataclass(frozen=True)
+class StudyGrid:
+    """The worlds and the runs (in run order) of a study."""
+
+    name: str
+    seed: int
+    worlds: dict[str, WorldUnit]
+    runs: list[RunUnit]
+
+
+def _cells(cells: Any) -> list[WorldSpec]:
+    """Expand a cell dict (list values are crossed) or a list of them into specs."""
+    if isinstance(cells, list):
+        return [spec for item in cells for spec in _cells(item)]
+    keys = list(cells)
+    values = [v if isinstance(v, list) else [v] for v in cells.values()]
+    return [WorldSpec(**dict(zip(keys, combo))) for combo in itertools.product(*values)]
+
+
+def world_id(spec: WorldSpec, index: int) -> str:
+    """Identifier of world ``index`` of a cell, e.g. ``linear_r2=0.01_phi=0.95_rho=-0.8_bootstrap__s007``."""
+    return f"{spec.label()}__s{index:03d}"
+
+
+def study_grid(config: dict[str, Any]) -> StudyGrid:
+    """Expand a study configuration into its worlds and runs.
+
+    Parameters
+    ----------
+    config : dict
+        ``name``, ``seed`` and ``groups``: each group has ``name``, ``cells``, ``seeds`` (count),
+        optional ``framings`` (default ``[neutral]``) and ``replicates`` (list of indices, default ``[0]``).
+    """
+    seed = int(config["seed"])
+    root = np.random.SeedSequence(seed)
+    worlds: dict[str, WorldUnit] = {}
+    runs: list[RunUnit] = []
+    for group in config["groups"]:
+        for spec in _cells(group["cells"]):
+            for index in range(int(group["seeds"])):
+                wid = world_id(spec, index)
+                worlds.setdefault(wid, WorldUnit(wid, spec, index, substream(root, AGENT_DOMAIN, spec.seed_key(), index)))
+                for framing in group.get("framings", ["neutral"]):
+                    for replicate in group.get("replicates", [0]):
+                        run_id = f"{wid}__{framing}__r{replicate}"
+                        runs.append(RunUnit(run_id, wid, framing, int(replicate), group["name"]))
+    ids = [r.run_id for r in runs]
+    duplicated = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicated:
+        raise ValueError(f"study {config['name']!r} lists runs twice: {duplicated[:5]}")
+    order = generator(np.random.SeedSequence(seed, spawn_key=(ORDER_DOMAIN,))).permutation(len(runs))
+    return StudyGrid(name=str(config["name"]), seed=seed, worlds=worlds, runs=[runs[i] for i in order])

@@ -1,0 +1,1 @@
+"""Configuration tree (hydra-core): prompts, studies, models. Installed as package data."""

@@ -1,0 +1,45 @@
+"""Where the configuration tree lives and how a study configuration is composed with hydra-core.
+
+The ``conf/`` folder of the repository is installed as the data package ``planted.conf``:
+``prompts.yaml``, ``study/*.yaml`` and ``model/*.yaml``. :func:`compose_study` composes a study with
+a model through hydra's compose API (no working-directory changes, no logging side effects).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any, Sequence
+
+
+def conf_dir() -> Path:
+    """Absolute path of the installed configuration tree."""
+    return Path(str(resources.files("planted.conf")))
+
+
+def compose_study(study: str, model: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """Compose ``study/<study>.yaml`` with ``model/<model>.yaml`` and any hydra overrides.
+
+    Returns
+    -------
+    dict
+        The resolved configuration as plain containers (``{"study": ..., "model": ...}``).
+
+    Raises
+    ------
+    ValueError
+        When the study or model config does not exist (the message lists the available ones).
+    """
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    root = conf_dir()
+    for group, name in (("study", study), ("model", model)):
+        if not (root / group / f"{name}.yaml").is_file():
+            available = sorted(p.stem for p in (root / group).glob("*.yaml"))
+            raise ValueError(f"unknown {group} {name!r}; available: {', '.join(available)}")
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(root), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"study={study}", f"model={model}", *overrides])
+    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]

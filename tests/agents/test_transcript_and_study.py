@@ -1,0 +1,63 @@
+"""Transcripts are append-only and damage is detected; study grids expand to the paper's counts."""
+
+import pytest
+
+from planted.agents.prompts import load_prompts
+from planted.agents.study import study_grid
+from planted.agents.transcript import EventLog, TranscriptError, read_events
+from planted.config import compose_study
+
+
+def test_events_round_trip_and_truncation_is_detected(tmp_path):
+    path = tmp_path / "t.jsonl"
+    with EventLog(path) as log:
+        log.write("a", x=1)
+        log.write("b", text="é\nline")
+    events = read_events(path)
+    assert [e["event"] for e in events] == ["a", "b"] and events[1]["text"] == "é\nline"
+    assert [e["seq"] for e in events] == [0, 1]
+    with open(path, "ab") as handle:
+        handle.write(b'{"seq": 2, "event": "c", "te')
+    with pytest.raises(TranscriptError, match="incomplete"):
+        read_events(path)
+
+
+@pytest.mark.parametrize(("study", "runs", "worlds"), [("prereg-v1", 900, 580), ("prereg-v3", 430, 350), ("smoke", 11, 9)])
+def test_study_grids_have_the_specified_size(study, runs, worlds):
+    grid = study_grid(compose_study(study, "scripted")["study"])
+    assert len(grid.runs) == runs and len(grid.worlds) == worlds
+    assert len({r.run_id for r in grid.runs}) == runs
+
+
+def test_prereg_v1_framing_worlds_are_neutral_worlds_rerun():
+    grid = study_grid(compose_study("prereg-v1", "scripted")["study"])
+    by_world = {}
+    for run in grid.runs:
+        by_world.setdefault(run.world_id, set()).add(run.framing)
+    framed = [w for w, f in by_world.items() if f == {"neutral", "optimistic", "skeptical"}]
+    assert len(framed) == 160
+    assert sum(1 for r in grid.runs if r.framing == "neutral") == 580
+
+
+def test_run_order_is_fixed_by_the_seed_and_mixes_groups():
+    config = compose_study("prereg-v1", "scripted")["study"]
+    first, second = study_grid(config), study_grid(config)
+    assert [r.run_id for r in first.runs] == [r.run_id for r in second.runs]
+    assert len({r.group for r in first.runs[:50]}) > 2
+
+
+def test_prompts_are_the_papers_appendix_a():
+    prompts = load_prompts()
+    assert prompts.user_message("neutral").endswith("You may also conclude that no model beats the benchmark.")
+    assert prompts.user_message("optimistic").endswith("Prior research indicates a genuine timing signal exists in this data.")
+    system = prompts.system_prompt(budget=40, refit_every=12)
+    assert "at most 40 calls of run_python and record_spec combined" in system
+    assert "refit every 12 months" in system
+    assert "700 rows" in prompts.data_note_for(700) and "0..699" in prompts.data_note_for(700)
+    with pytest.raises(ValueError, match="unknown framing"):
+        prompts.user_message("hopeful")
+
+
+def test_unknown_study_lists_the_available_ones():
+    with pytest.raises(ValueError, match="available: .*smoke"):
+        compose_study("nope", "scripted")
