@@ -7,7 +7,7 @@ only the oracle and the truth labels may use: the true regressor and the design'
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -20,6 +20,8 @@ CANDIDATE_NAMES = (*(f"x{j}" for j in range(1, 9)), "m12")
 M12 = CANDIDATE_NAMES.index("m12")
 PSEUDO_OOS_START = 350
 """First target month of the pseudo-out-of-sample evaluation in the training window (SPEC 3.1)."""
+PROCEDURE_STREAM = 100
+"""Sub-stream key, below a world's seed sequence, of the randomness of procedures (RF weights)."""
 IN_SAMPLE_FIRST_PAIR = 12
 """In-sample tests use the pairs (x[t], r[t+1]) for t = 12 .. n_train - 2 (SPEC 3.2)."""
 
@@ -41,6 +43,9 @@ class Panel:
         high-volatility indicator (regime).
     signal : ndarray of bool, shape (n,)
         Design truth: whether a planted predictive relation exists.
+    seeds : tuple of numpy.random.SeedSequence
+        Each world's seed sequence; randomised procedures draw from its sub-stream
+        ``PROCEDURE_STREAM`` (never from a world's own streams).
     """
 
     returns: Float64Array
@@ -48,6 +53,7 @@ class Panel:
     n_train: int
     oracle: Float64Array
     signal: np.ndarray
+    seeds: tuple[np.random.SeedSequence, ...]
 
     def __len__(self) -> int:
         return self.returns.shape[0]
@@ -67,7 +73,7 @@ def has_signal(family: str, r2: float | None) -> bool:
     return True  # reversal and regime plant a 1% R2
 
 
-def _assemble(returns, visible, planted_index, regime, family, r2, n_train) -> Panel:
+def _assemble(returns, visible, planted_index, regime, family, r2, n_train, seeds) -> Panel:
     n = returns.shape[0]
     m12 = trailing_mean(returns, 12)
     candidates = np.concatenate([visible, m12[:, None, :]], axis=1)
@@ -79,7 +85,7 @@ def _assemble(returns, visible, planted_index, regime, family, r2, n_train) -> P
             oracle = oracle * regime
     return Panel(
         returns=returns, candidates=candidates, n_train=n_train, oracle=oracle,
-        signal=np.full(n, has_signal(family, r2)),
+        signal=np.full(n, has_signal(family, r2)), seeds=tuple(seeds),
     )
 
 
@@ -87,7 +93,7 @@ def panel_from_batch(batch: WorldBatch) -> Panel:
     """Panel of a :class:`~planted.worlds.WorldBatch` (the Monte Carlo engine's input)."""
     return _assemble(
         batch.returns, batch.candidates, batch.planted_index, batch.raw.regime,
-        batch.spec.family, batch.spec.r2, batch.n_train,
+        batch.spec.family, batch.spec.r2, batch.n_train, batch.seeds,
     )
 
 
@@ -106,8 +112,11 @@ def panel_from_worlds(worlds: Sequence[World]) -> Panel:
     regime = np.stack([w.truth.regime for w in worlds]) if worlds[0].truth.regime is not None else None
     spec = worlds[0].spec
     r2s = {w.spec.r2 for w in worlds}
-    panel = _assemble(returns, visible, planted, regime, spec.family, spec.r2, worlds[0].meta["n_train"])
+    seeds = [
+        np.random.SeedSequence(w.meta["seed"]["entropy"], spawn_key=tuple(w.meta["seed"]["spawn_key"])) for w in worlds
+    ]
+    panel = _assemble(returns, visible, planted, regime, spec.family, spec.r2, worlds[0].meta["n_train"], seeds)
     if len(r2s) > 1:
         signal = np.array([has_signal(w.spec.family, w.spec.r2) for w in worlds])
-        panel = Panel(panel.returns, panel.candidates, panel.n_train, panel.oracle, signal)
+        panel = replace(panel, signal=signal)
     return panel

@@ -12,7 +12,7 @@ pieces (the nine univariate forecasts, the benchmark) across the procedures of o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Callable, Literal
 
@@ -28,12 +28,17 @@ from planted.baselines.forecasts import (
     expanding_ols_forecasts,
 )
 from planted.baselines.ivx import ivx_wald
+from planted.baselines.lasso import lasso_forecasts
 from planted.baselines.multiple import holm
-from planted.baselines.panel import CANDIDATE_NAMES, IN_SAMPLE_FIRST_PAIR, Panel
+from planted.baselines.panel import CANDIDATE_NAMES, IN_SAMPLE_FIRST_PAIR, PROCEDURE_STREAM, Panel
+from planted.baselines.rf_ridge import rf_ridge_forecasts
 from planted.regression import newey_west_slope_t, ols_slope_t
+from planted.seeding import generator
 
 HAC_LAGS = 12
 TEST_REFIT_EVERY = 12
+RF_PAIRS = 6_000
+"""Random Fourier feature pairs (cos and sin of each): 12,000 features."""
 Kind = Literal["prespecified", "exploratory"]
 CHOSEN_ALL = -1
 """``chosen`` code of procedures that use all candidates (combinations, ridge, lasso)."""
@@ -193,6 +198,49 @@ def combination_ct(ws: Workspace) -> ProcedureResult:
     )
 
 
+@register("rf_ridge", "prespecified")
+def rf_ridge(ws: Workspace) -> ProcedureResult:
+    """Random Fourier features ridge (Kelly, Malamud and Zhou 2024) on the nine candidates.
+
+    Notes
+    -----
+    12,000 features from W ~ N(0, I) of shape 6,000 x 9 drawn per world from its procedure
+    sub-stream, bandwidth 2, 12-month rolling window, ridge penalty 1,000 (dual form); refit every
+    month over the pseudo-OOS window and every 12 months over the test window. Conventions in
+    :func:`planted.baselines.rf_ridge.rf_ridge_forecasts`.
+    """
+    panel = ws.panel
+    weights = np.stack(
+        [generator(seed, PROCEDURE_STREAM).standard_normal((RF_PAIRS, panel.candidates.shape[1])) for seed in panel.seeds]
+    )
+    pseudo = rf_ridge_forecasts(panel.returns, panel.candidates, weights, first_target=ws.pseudo_start, last_target=ws.n_train)
+    test = rf_ridge_forecasts(
+        panel.returns, panel.candidates, weights, first_target=ws.n_train, last_target=ws.n_months,
+        refit_every=TEST_REFIT_EVERY,
+    )
+    return _prespecified(ws, "rf_ridge", pseudo, test, CHOSEN_ALL)
+
+
+@register("lasso", "exploratory")
+def lasso(ws: Workspace) -> ProcedureResult:
+    """Lasso on the nine standardised candidates, penalty by 5-fold time-series CV, Clark-West rule.
+
+    Notes
+    -----
+    Refit every 12 months from month 120 (each refit serves the next 12 targets); decided by the
+    one-sided Clark-West test on the pseudo-OOS window; on the test window refit every 12 months
+    from its start. Conventions in :func:`planted.baselines.lasso.lasso_forecasts`.
+    """
+    panel = ws.panel
+    pseudo = lasso_forecasts(panel.returns, panel.candidates, first_target=ws.pseudo_start, last_target=ws.n_train)
+    test = lasso_forecasts(
+        panel.returns, panel.candidates, first_target=ws.n_train, last_target=ws.n_months,
+        first_refit=ws.n_train - 1, refit_every=TEST_REFIT_EVERY,
+    )
+    result = _prespecified(ws, "lasso", pseudo, test, CHOSEN_ALL)
+    return replace(result, kind="exploratory")
+
+
 def _two_sided_normal(t: Float64Array) -> Float64Array:
     return 2.0 * stats.norm.sf(np.abs(t))
 
@@ -216,11 +264,7 @@ def holm_best(ws: Workspace) -> ProcedureResult:
     adjusted = holm(_two_sided_normal(newey_west_slope_t(y, x, HAC_LAGS)[1]))
     chosen = np.argmin(adjusted, axis=1)
     result = _prespecified(ws, "holm_best", ws.pick(ws.univariate_pseudo, chosen), ws.pick(ws.univariate_test, chosen), chosen)
-    screen = adjusted.min(axis=1)
-    return ProcedureResult(
-        name=result.name, kind=result.kind, decision_p=np.maximum(screen, result.decision_p),
-        chosen=result.chosen, statistic=result.statistic, test_forecast=result.test_forecast, test=result.test,
-    )
+    return replace(result, decision_p=np.maximum(adjusted.min(axis=1), result.decision_p))
 
 
 def _in_sample(ws: Workspace, name: str, pvalues: Float64Array, statistics: Float64Array, adjust: bool) -> ProcedureResult:

@@ -145,3 +145,13 @@ def test_best9_uses_student_t_with_n_minus_2(batch, results):
     r, cands = _pairs(batch, 0)
     t = sm.OLS(r[13:700], sm.add_constant(cands[results["best9"].chosen[0], 12:699])).fit().tvalues[1]
     assert results["best9"].decision_p[0] == pytest.approx(2 * stats.t.sf(abs(t), 687 - 2), rel=1e-9)
+
+
+def test_randomised_procedures_depend_only_on_each_worlds_seed():
+    """RF weights come from each world's procedure sub-stream: a world alone equals the world in a batch."""
+    together = run_procedures(panel_from_batch(build_batch(SPEC, [4, 5, 6])), ["rf_ridge", "lasso"])
+    alone = run_procedures(panel_from_batch(build_batch(SPEC, [5])), ["rf_ridge", "lasso"])
+    for name in ("rf_ridge", "lasso"):
+        assert together[name].decision_p[1] == alone[name].decision_p[0]
+        assert together[name].test.oos_r2[1] == alone[name].test.oos_r2[0]
+    assert together["lasso"].kind == "exploratory" and together["rf_ridge"].kind == "prespecified"

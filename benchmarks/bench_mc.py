@@ -1,0 +1,129 @@
+"""Benchmark: the Monte Carlo battery against a naive per-world loop, and the Figure 1 workload.
+
+Part 1 (always): time the vectorised in-sample tests (best9, hac_holm, ivx_holm) per world on a
+batch of bootstrap linear worlds and, in the same run, a naive reference on a few of the same worlds
+(a per-world, per-candidate loop calling statsmodels OLS / HAC fits, statsmodels' Holm and the
+single-series IVX); check that both give the same decision p-values; print the speed-up.
+
+Part 2 (always): time the whole battery per world (every procedure, lasso included).
+
+Part 3 (without ``--quick``): the Figure 1 workload through the engine: 24,000 bootstrap linear
+worlds (1,000 per cell) with every procedure but the lasso, plus 4,800 (200 per cell) with the
+lasso, on ``--n-jobs`` workers, with wall time and peak memory (largest resident set of this process
+and of any worker).
+
+The last line is ``speedup_in_sample=<x> worlds_per_second=<y>`` (y: whole battery but the lasso, per
+second of wall time, from part 2 or part 3).
+
+Usage: ``python benchmarks/bench_mc.py --quick`` (under 2 minutes) or ``python benchmarks/bench_mc.py --n-jobs 2``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import tempfile
+import time
+
+import numpy as np
+import statsmodels.api as sm
+from statsmodels.stats.multitest import multipletests
+
+from planted.baselines.engine import SimulationConfig, linear_grid, simulate
+from planted.baselines.ivx import ivx_wald_multi
+from planted.baselines.panel import panel_from_batch
+from planted.baselines.procedures import PROCEDURES, run_procedures
+from planted.worlds import WorldSpec, build_batch
+
+IN_SAMPLE = ["best9", "hac_holm", "ivx_holm"]
+
+
+def naive_in_sample(returns: np.ndarray, candidates: np.ndarray) -> dict[str, float]:
+    """Decision p-values of best9, hac_holm and ivx_holm for one world with per-candidate library calls."""
+    n = 700
+    m12 = np.array([np.nan] * 11 + [returns[t - 11 : t + 1].mean() for t in range(11, returns.size)])
+    cands = np.vstack([candidates, m12])
+    ols_p, hac_p, ivx_p = [], [], []
+    for k in range(9):
+        design = sm.add_constant(cands[k, 12 : n - 1])
+        ols_p.append(sm.OLS(returns[13:n], design).fit().pvalues[1])
+        hac_p.append(sm.OLS(returns[13:n], design).fit(cov_type="HAC", cov_kwds={"maxlags": 12}).pvalues[1])
+        ivx_p.append(ivx_wald_multi(returns[12:n], cands[k, 12:n]).pvalue)
+    return {
+        "best9": min(ols_p),
+        "hac_holm": multipletests(hac_p, method="holm")[1].min(),
+        "ivx_holm": multipletests(ivx_p, method="holm")[1].min(),
+    }
+
+
+def peak_rss_mb() -> float:
+    """Largest resident set size (MB) of this process and of any finished child process."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, children) / 1024.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="parts 1 and 2 only (under 2 minutes)")
+    parser.add_argument("--worlds", type=int, default=500, help="worlds in the vectorised timing of parts 1-2")
+    parser.add_argument("--naive-worlds", type=int, default=8)
+    parser.add_argument("--n-jobs", type=int, default=2)
+    args = parser.parse_args()
+
+    spec = WorldSpec(family="linear", r2=0.01, phi=0.95, rho=-0.8, shocks="bootstrap")
+    batch = build_batch(spec, range(args.worlds))
+    panel = panel_from_batch(batch)
+    run_procedures(panel_from_batch(build_batch(spec, range(5))), IN_SAMPLE)  # warm up
+    fast_times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        fast = run_procedures(panel, IN_SAMPLE)
+        fast_times.append(time.perf_counter() - start)
+    fast_per_world = min(fast_times) / args.worlds
+    start = time.perf_counter()
+    naive = [naive_in_sample(batch.returns[i], batch.candidates[i]) for i in range(args.naive_worlds)]
+    naive_per_world = (time.perf_counter() - start) / args.naive_worlds
+    worst = max(
+        abs(naive[i][name] - fast[name].decision_p[i]) / max(naive[i][name], 1e-300)
+        for i in range(args.naive_worlds) for name in IN_SAMPLE
+    )
+    speedup = naive_per_world / fast_per_world
+    print(f"in-sample tests: vectorised {fast_per_world * 1e3:.3f} ms/world, naive {naive_per_world * 1e3:.1f} ms/world, "
+          f"speed-up {speedup:.0f}x, largest relative p-value difference {worst:.1e}")
+    if worst > 1e-8:
+        raise SystemExit("vectorised and naive decision p-values differ")
+
+    battery = [name for name in PROCEDURES if name != "lasso"]
+    start = time.perf_counter()
+    run_procedures(panel, battery)
+    battery_per_world = (time.perf_counter() - start) / args.worlds
+    lasso_per_world = float("nan")
+    if "lasso" in PROCEDURES:
+        small = panel_from_batch(build_batch(spec, range(min(args.worlds, 100))))
+        start = time.perf_counter()
+        run_procedures(small, ["lasso"])
+        lasso_per_world = (time.perf_counter() - start) / len(small)
+    print(f"battery without lasso: {battery_per_world * 1e3:.1f} ms/world ({1 / battery_per_world:.0f} worlds/s, one core); "
+          f"lasso: {lasso_per_world * 1e3:.1f} ms/world")
+    worlds_per_second = 1.0 / battery_per_world
+
+    if not args.quick:
+        with tempfile.TemporaryDirectory() as tmp:
+            start = time.perf_counter()
+            grid = linear_grid([0.0, 0.0025, 0.005, 0.01, 0.02, 0.04], "bootstrap")
+            simulate(SimulationConfig(cells=grid, worlds_per_cell=1000, procedures=battery, seed=1, n_jobs=args.n_jobs), f"{tmp}/main")
+            main_time = time.perf_counter() - start
+            start = time.perf_counter()
+            if "lasso" in PROCEDURES:
+                simulate(SimulationConfig(cells=grid, worlds_per_cell=200, procedures=["lasso"], seed=1, n_jobs=args.n_jobs), f"{tmp}/lasso")
+            lasso_time = time.perf_counter() - start
+        total = main_time + lasso_time
+        worlds_per_second = 24_000 / main_time
+        print(f"Figure 1 workload on {args.n_jobs} workers: 24,000 worlds without lasso {main_time / 60:.1f} min, "
+              f"4,800 with lasso {lasso_time / 60:.1f} min, total {total / 60:.1f} min; peak memory {peak_rss_mb():.0f} MB")
+    print(f"speedup_in_sample={speedup:.1f} worlds_per_second={worlds_per_second:.1f}")
+
+
+if __name__ == "__main__":
+    main()
