@@ -28,6 +28,9 @@ MAX_TURNS = 120
 MAX_NUDGES = 3
 """Turns without a tool call tolerated (each answered with the prompts' nudge) before giving up."""
 
+EVALUATION_FILE = "evaluation.csv"
+"""Per-month forecasts of the submitted model on the test window (month, forecast, benchmark, realised)."""
+
 SandboxFactory = Callable[[Path, Path], PythonRunner]
 Evaluator = Callable[[Path, pd.DataFrame, pd.DataFrame], Any]
 
@@ -40,6 +43,19 @@ class EpisodeSettings:
     refit_every: int = 12
     max_turns: int = MAX_TURNS
     max_nudges: int = MAX_NUDGES
+
+
+def evaluation_summary(evaluation: Any) -> dict[str, Any]:
+    """The scalar results of an evaluation as JSON types (the forecasts go to ``evaluation.csv``)."""
+    def number(value: float) -> float | None:
+        return None if value != value else float(value)  # NaN -> null
+
+    return {
+        "evaluable": bool(evaluation.evaluable), "error": evaluation.error, "oos_r2": number(evaluation.oos_r2),
+        "cw_stat": number(evaluation.cw_stat), "cw_pvalue": number(evaluation.cw_pvalue),
+        "n_forecasts": int(evaluation.n_forecasts), "refit_every": int(evaluation.refit_every),
+        "sandboxed": bool(evaluation.sandboxed), "wall_seconds": round(float(evaluation.wall_seconds), 3),
+    }
 
 
 def run_episode(
@@ -73,8 +89,7 @@ def run_episode(
     sandbox_factory : callable
         ``(workspace, data_file) -> sandbox`` for ``run_python``.
     evaluator : callable
-        ``(model_file, train, test) -> evaluation`` with attributes ``evaluable``, ``oos_r2``,
-        ``cw_stat``, ``cw_pvalue``, ``error`` (and ``to_dict()``).
+        ``(model_file, train, test) -> evaluation`` (a :class:`planted.agents.evaluator.Evaluation`).
 
     Raises
     ------
@@ -131,7 +146,8 @@ def run_episode(
             model_sha = sha256_file(run_dir / MODEL_FILE)
             log.write("evaluation_start", model_sha256=model_sha)
             evaluation = evaluator(run_dir / MODEL_FILE, visible, test)
-            log.write("evaluation", **evaluation.to_dict())
+            evaluation.to_frame().to_csv(run_dir / EVALUATION_FILE, index=False, float_format="%.17g")
+            log.write("evaluation", **evaluation_summary(evaluation))
         log.write("episode_end", stop=stop)
     return {
         "stop": stop,
@@ -149,7 +165,7 @@ def run_episode(
         "limit_hits": record.limit_hits,
         "tool_calls": record.tool_calls,
         "final_model_sha256": model_sha,
-        "evaluation": None if evaluation is None else evaluation.to_dict(),
+        "evaluation": None if evaluation is None else evaluation_summary(evaluation),
         "usage": vars(usage),
         "served_models": sorted(m for m in served if m),
         "wall_seconds": round(time.monotonic() - started, 3),

@@ -19,9 +19,14 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
+    from planted.agents.backend import FatalBackendError
+    from planted.agents.grid import StudyConfigMismatch
+    from planted.agents.sandbox import SandboxUnavailableError
+    from planted.config import ConfigError
     from planted.worlds import FactorDataError, WorldFileError, WorldSpecError
 
-    return (WorldSpecError, FactorDataError, WorldFileError)
+    return (WorldSpecError, FactorDataError, WorldFileError, StudyConfigMismatch, SandboxUnavailableError,
+            FatalBackendError, ConfigError)
 
 
 def _add_world_spec_arguments(parser: argparse.ArgumentParser) -> None:
@@ -151,6 +156,21 @@ def cmd_mc(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from planted.agents.runner import prepare_run
+
+    prepared = prepare_run(
+        study=args.study, model=args.model, out=args.out, concurrency=args.concurrency,
+        unsafe_no_sandbox=args.unsafe_no_sandbox, new_dir=args.new_dir, factor_file=args.path,
+        base_url=args.base_url, overrides=args.override or [], progress=not args.quiet,
+    )
+    if args.dry_run:
+        print(prepared.plan())
+        return 0
+    print(prepared.execute(limit=args.limit))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the ``planted`` command."""
     parser = argparse.ArgumentParser(prog="planted", description=__doc__.splitlines()[0])
@@ -196,6 +216,22 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("--out", type=Path, help="output directory (resumable); omit to keep results in memory")
     mc.add_argument("--json", action="store_true", help="print the summary as JSON")
     mc.set_defaults(handler=cmd_mc)
+
+    run = commands.add_parser("run", help="run a study grid of agent episodes (resumable)")
+    run.add_argument("--study", default="smoke", help="study config under conf/study (default: smoke)")
+    run.add_argument("--model", default="scripted", help="model config under conf/model (default: scripted)")
+    run.add_argument("--out", type=Path, default=Path("runs"), help="output root; the study writes OUT/<study>/")
+    run.add_argument("--concurrency", type=int, help="episodes at once (default: the model config's)")
+    run.add_argument("--base-url", help="point the backend at an already running server")
+    run.add_argument("--path", type=Path, help="Fama-French 5-factor CSV (needed for injected RMW worlds)")
+    run.add_argument("--override", action="append", help="hydra override, e.g. study.budget=20 (repeatable)")
+    run.add_argument("--new-dir", action="store_true", help="if OUT/<study> holds another configuration, use a fresh numbered directory")
+    run.add_argument("--limit", type=int, help="run at most this many pending episodes")
+    run.add_argument("--dry-run", action="store_true", help="print the plan (runs, cost estimate) and exit")
+    run.add_argument("--unsafe-no-sandbox", action="store_true",
+                     help="development only: run agent code without bubblewrap (stamped into every record)")
+    run.add_argument("--quiet", action="store_true", help="no progress bars")
+    run.set_defaults(handler=cmd_run)
 
     data = commands.add_parser("data", help="factor data").add_subparsers(dest="data_command", required=True)
     fetch = data.add_parser("fetch", help="download the Fama-French 5-factor file and print its SHA-256")

@@ -12,6 +12,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 
+class ConfigError(ValueError):
+    """A study, model or override that cannot be used; the message names it and the alternatives."""
+
+
 def conf_dir() -> Path:
     """Absolute path of the installed configuration tree."""
     return Path(str(resources.files("planted.conf")))
@@ -27,8 +31,9 @@ def compose_study(study: str, model: str, overrides: Sequence[str] = ()) -> dict
 
     Raises
     ------
-    ValueError
-        When the study or model config does not exist (the message lists the available ones).
+    ConfigError
+        When the study or model config does not exist (the message lists the available ones) or an
+        override does not apply.
     """
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -38,8 +43,14 @@ def compose_study(study: str, model: str, overrides: Sequence[str] = ()) -> dict
     for group, name in (("study", study), ("model", model)):
         if not (root / group / f"{name}.yaml").is_file():
             available = sorted(p.stem for p in (root / group).glob("*.yaml"))
-            raise ValueError(f"unknown {group} {name!r}; available: {', '.join(available)}")
+            raise ConfigError(f"unknown {group} {name!r}; available: {', '.join(available)}")
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
     GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(root), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"study={study}", f"model={model}", *overrides])
+    try:
+        with initialize_config_dir(config_dir=str(root), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=[f"study={study}", f"model={model}", *overrides])
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError(f"could not compose study {study!r} with model {model!r}: {exc}") from None
     return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]

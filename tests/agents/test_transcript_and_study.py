@@ -5,7 +5,7 @@ import pytest
 from planted.agents.prompts import load_prompts
 from planted.agents.study import study_grid
 from planted.agents.transcript import EventLog, TranscriptError, read_events
-from planted.config import compose_study
+from planted.config import ConfigError, compose_study
 
 
 def test_events_round_trip_and_truncation_is_detected(tmp_path):
@@ -59,5 +59,5 @@ def test_prompts_are_the_papers_appendix_a():
 
 
 def test_unknown_study_lists_the_available_ones():
-    with pytest.raises(ValueError, match="available: .*smoke"):
+    with pytest.raises(ConfigError, match="available: .*smoke"):
         compose_study("nope", "scripted")

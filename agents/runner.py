@@ -1,0 +1,163 @@
+"""From a command line to a running grid: compose the configuration, check everything, then run.
+
+:func:`prepare_run` does every check that can fail before any world is built or any request is sent
+(the study and model exist, the API key is set, bubblewrap works, the output directory holds the
+same configuration), and returns a :class:`PreparedRun` whose :meth:`~PreparedRun.plan` prints the
+plan and cost estimate and whose :meth:`~PreparedRun.execute` runs the grid and prints the summary.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from planted.agents.evaluator import evaluate
+from planted.agents.grid import GridContext, StudyConfigMismatch, config_hash, run_grid, summary_table
+from planted.agents.prompts import load_prompts
+from planted.agents.registry import make_backend
+from planted.agents.sandbox import BwrapSandbox, SandboxLimits, UnsafeLocalSandbox
+from planted.agents.study import StudyGrid, study_grid
+from planted.config import compose_study
+
+
+@dataclass
+class PreparedRun:
+    """A checked grid, ready to run."""
+
+    context: GridContext
+    grid: StudyGrid
+
+    def plan(self) -> str:
+        """Planned runs, what is already done, and a cost estimate from logged usage and the prices."""
+        from planted.agents.grid import run_is_done
+
+        done = sum(run_is_done(self.context.out / "runs" / r.run_id) for r in self.grid.runs)
+        pending = len(self.grid.runs) - done
+        lines = [
+            f"study {self.grid.name}: {len(self.grid.runs)} runs on {len(self.grid.worlds)} worlds; "
+            f"{done} done, {pending} to run",
+            f"model {self.context.config['model'].get('model_id')} ({self.context.config['model'].get('backend')}), "
+            f"concurrency {self.context.concurrency}, sandboxed={self.context.sandboxed}",
+            f"output: {self.context.out}",
+        ]
+        lines.append(cost_estimate(self.context.out, pending, self.context.config["model"]))
+        return "\n".join(lines)
+
+    def execute(self, limit: int | None = None) -> str:
+        """Run (or resume) the grid; return the summary table and where the files are."""
+        runs = run_grid(self.context, self.grid, limit=limit)
+        procedures = list(self.context.config["study"].get("procedures", []))
+        shown = [p for p in ("hac_holm", "combination", "oracle") if p in procedures]
+        lines = [f"study {self.grid.name}: {len(runs)} of {len(self.grid.runs)} runs logged"]
+        if not runs.empty:
+            errors = int((runs["status"] != "ok").sum())
+            lines.append(
+                "claim rates by world type (share of runs with verdict 'beats', Wilson 95% intervals), "
+                "agent next to baselines at 5%:"
+            )
+            lines.append(summary_table(runs, shown).to_string(index=False))
+            if errors:
+                lines.append(f"{errors} runs ended in an infrastructure error; rerun the same command to redo them")
+        out = self.context.out
+        lines += [
+            f"run table:  {out / 'runs.parquet'}",
+            f"baselines:  {out / 'baselines.parquet'}",
+            f"episodes:   {out / 'runs'}/<run_id>/ (transcript.jsonl, result.json, final_model.py)",
+            f"worlds:     {out / 'worlds'}/<world_id>/ (visible/ for the agent, sealed/)",
+        ]
+        return "\n".join(lines)
+
+
+def cost_estimate(out: Path, pending: int, model: dict[str, Any]) -> str:
+    """Cost estimate of the pending runs from the mean cost of the runs already logged in ``out``."""
+    path = out / "runs.parquet"
+    if path.is_file():
+        logged = pd.read_parquet(path)
+        logged = logged[logged["status"] == "ok"]
+        if len(logged) and logged["cost_usd"].notna().any():
+            mean = float(logged["cost_usd"].mean())
+            return (
+                f"cost: ${logged['cost_usd'].sum():.2f} so far over {len(logged)} runs; estimate for the "
+                f"{pending} pending runs: ${mean * pending:.2f} (mean ${mean:.3f} per run, prices as of "
+                f"{model.get('prices', {}).get('as_of', '?')})"
+            )
+    prices = model.get("prices", {})
+    return (
+        f"cost: no logged runs yet to estimate from; prices per million tokens: input "
+        f"${prices.get('input_per_mtok', 0)}, output ${prices.get('output_per_mtok', 0)} (as of {prices.get('as_of', '?')})"
+    )
+
+
+def _fresh_directory(base: Path) -> Path:
+    for k in range(2, 1000):
+        candidate = base.with_name(f"{base.name}-{k}")
+        if not candidate.exists():
+            return candidate
+    raise StudyConfigMismatch(f"no free directory next to {base}")
+
+
+def prepare_run(
+    *,
+    study: str,
+    model: str,
+    out: Path,
+    concurrency: int | None = None,
+    unsafe_no_sandbox: bool = False,
+    new_dir: bool = False,
+    factor_file: Path | None = None,
+    base_url: str | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    progress: bool = True,
+    sandbox_limits: SandboxLimits = SandboxLimits(),
+) -> PreparedRun:
+    """Compose and check a study run; nothing is built or sent before every check has passed.
+
+    Raises
+    ------
+    planted.config.ConfigError
+        Unknown study, model or override.
+    planted.agents.registry.MissingAPIKeyError
+        The model's API key is not in the environment.
+    planted.agents.sandbox.SandboxUnavailableError
+        bubblewrap is missing or cannot start a sandbox (and ``unsafe_no_sandbox`` is not set).
+    planted.agents.grid.StudyConfigMismatch
+        The output directory holds another configuration (and ``new_dir`` is not set).
+    """
+    config = compose_study(study, model, overrides)
+    backend = make_backend(config["model"], base_url=base_url)
+    prompts = load_prompts()
+    sandbox_class = UnsafeLocalSandbox if unsafe_no_sandbox else BwrapSandbox
+    with tempfile.TemporaryDirectory() as probe:
+        sandbox_class(Path(probe) / "workspace", None, sandbox_limits)  # fails now, not mid-grid
+    grid = study_grid(config["study"])
+    target = Path(out) / grid.name
+    manifest = target / "study.json"
+    if manifest.is_file() and json.loads(manifest.read_text())["config_hash"] != config_hash(config, prompts):
+        if not new_dir:
+            raise StudyConfigMismatch(
+                f"{target} holds runs of another configuration; pass --new-dir to write to a fresh directory "
+                "next to it, or choose another --out"
+            )
+        target = _fresh_directory(target)
+    context = GridContext(
+        out=target, config=config, backend=backend, prompts=prompts,
+        sandbox_factory=partial(_make_sandbox, sandbox_class, sandbox_limits),
+        evaluator=partial(_evaluate, unsafe_no_sandbox=unsafe_no_sandbox, refit_every=int(config["study"].get("refit_every", 12))),
+        sandboxed=not unsafe_no_sandbox, concurrency=concurrency or int(config["model"].get("concurrency", 1)),
+        factor_file=str(factor_file) if factor_file else None, progress=progress,
+    )
+    return PreparedRun(context=context, grid=grid)
+
+
+def _make_sandbox(sandbox_class, limits: SandboxLimits, workspace: Path, data_file: Path):
+    return sandbox_class(workspace, data_file, limits)
+
+
+def _evaluate(model_file: Path, train: pd.DataFrame, test: pd.DataFrame, *, unsafe_no_sandbox: bool, refit_every: int):
+    return evaluate(model_file, train, test, refit_every=refit_every, unsafe_no_sandbox=unsafe_no_sandbox)
