@@ -24,6 +24,9 @@ def conf_dir() -> Path:
 def compose_study(study: str, model: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
     """Compose ``study/<study>.yaml`` with ``model/<model>.yaml`` and any hydra overrides.
 
+    ``study`` may also be the path of a study YAML file outside the package (a user's own grid);
+    it then replaces the ``study`` group and the overrides are applied to the result.
+
     Returns
     -------
     dict
@@ -40,6 +43,14 @@ def compose_study(study: str, model: str, overrides: Sequence[str] = ()) -> dict
     from omegaconf import OmegaConf
 
     root = conf_dir()
+    if study.endswith((".yaml", ".yml")) and Path(study).is_file():
+        base = compose_study("smoke", model)
+        from omegaconf import OmegaConf
+
+        merged = OmegaConf.merge(
+            OmegaConf.create({"model": base["model"], "study": OmegaConf.load(study)}), OmegaConf.from_dotlist(list(overrides))
+        )
+        return OmegaConf.to_container(merged, resolve=True)  # type: ignore[return-value]
     for group, name in (("study", study), ("model", model)):
         if not (root / group / f"{name}.yaml").is_file():
             available = sorted(p.stem for p in (root / group).glob("*.yaml"))

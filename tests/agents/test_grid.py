@@ -1,0 +1,119 @@
+"""The grid runner end to end with the scripted agent in the real sandbox: resumable, honest, consistent.
+
+These tests run real episodes (bubblewrap, the evaluator); a small study keeps them to about a minute.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from planted.agents.grid import RESULT_FILE, StudyConfigMismatch
+from planted.agents.runner import prepare_run
+from planted.agents.transcript import read_events
+
+STUDY = {
+    "name": "tiny",
+    "seed": 11,
+    "budget": 40,
+    "refit_every": 12,
+    "procedures": ["hac_holm", "oracle", "combination"],
+    "groups": [
+        {"name": "linear", "cells": {"family": "linear", "r2": [0.0, 0.04], "phi": 0.95, "rho": -0.8, "shocks": "bootstrap"}, "seeds": 2},
+        {"name": "trap", "cells": {"family": "reversal", "shocks": "gaussian"}, "seeds": 1},
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def study_file(tmp_path_factory):
+    import yaml
+
+    path = tmp_path_factory.mktemp("study") / "tiny.yaml"
+    path.write_text(yaml.safe_dump(STUDY))
+    return path
+
+
+def _prepare(study_file, out, **kwargs):
+    return prepare_run(study=str(study_file), model="scripted", out=out, progress=False, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def completed(study_file, tmp_path_factory):
+    """One complete run of the tiny study (copied by the tests that change it) and its printed summary."""
+    out = tmp_path_factory.mktemp("completed") / "runs"
+    text = _prepare(study_file, out, concurrency=2).execute()
+    return out, text
+
+
+def _copy(completed, tmp_path):
+    import shutil
+
+    shutil.copytree(completed[0], tmp_path / "runs")
+    return tmp_path / "runs"
+
+
+def test_scripted_agent_matches_the_hac_holm_baseline_and_a_rerun_does_nothing(study_file, completed, tmp_path):
+    out, text = completed
+    runs = pd.read_parquet(out / "tiny" / "runs.parquet")
+    assert len(runs) == 5 and runs["run_id"].is_unique and (runs["status"] == "ok").all()
+    assert (runs["claim"] == runs["baseline_hac_holm"]).all()
+    assert runs["sandboxed"].all() and runs["evaluable"].all()
+    assert "claim rates by world type" in text and "hac_holm" in text
+    copy = _copy(completed, tmp_path)
+    mtimes = {p: p.stat().st_mtime_ns for p in (copy / "tiny" / "runs").glob("*/result.json")}
+    _prepare(study_file, copy).execute()
+    assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes  # nothing redone
+
+
+def test_a_damaged_transcript_or_errored_run_is_redone(study_file, completed, tmp_path):
+    root = _copy(completed, tmp_path) / "tiny" / "runs"
+    damaged, errored, *_ = sorted(root.iterdir())
+    with open(damaged / "transcript.jsonl", "ab") as handle:
+        handle.write(b'{"seq": 99, "event": "model_tu')
+    result = json.loads((errored / RESULT_FILE).read_text())
+    (errored / RESULT_FILE).write_text(json.dumps(result | {"status": "error", "error": "RuntimeError: disk"}))
+    before = {p.name: (p / RESULT_FILE).stat().st_mtime_ns for p in root.iterdir()}
+    _prepare(study_file, tmp_path / "runs").execute()
+    after = {p.name: (p / RESULT_FILE).stat().st_mtime_ns for p in root.iterdir()}
+    assert {name for name in before if before[name] != after[name]} == {damaged.name, errored.name}
+    read_events(damaged / "transcript.jsonl")  # intact again
+    runs = pd.read_parquet(tmp_path / "runs" / "tiny" / "runs.parquet")
+    assert len(runs) == 5 and runs["run_id"].is_unique and (runs["status"] == "ok").all()
+
+
+def test_a_changed_configuration_is_refused_unless_a_new_directory_is_asked_for(study_file, completed, tmp_path):
+    _copy(completed, tmp_path)
+    with pytest.raises(StudyConfigMismatch, match="another configuration"):
+        _prepare(study_file, tmp_path / "runs", overrides=["study.budget=20"])
+    fresh = _prepare(study_file, tmp_path / "runs", overrides=["study.budget=20"], new_dir=True)
+    assert fresh.context.out == tmp_path / "runs" / "tiny-2"
+
+
+def test_sigkill_mid_grid_then_rerun_logs_every_run_exactly_once(study_file, tmp_path):
+    out = tmp_path / "runs"
+    command = [sys.executable, "-m", "planted", "run", "--study", str(study_file), "--out", str(out),
+               "--concurrency", "1", "--quiet"]
+    proc = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ledger = out / "tiny" / "ledger.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if ledger.is_file() and ledger.read_text().count('"run_end"') >= 1 and ledger.read_text().count('"run_start"') >= 2:
+            break
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)  # the grid and its sandboxes, mid-episode
+    proc.wait()
+    done_before = [p for p in (out / "tiny" / "runs").iterdir() if (p / RESULT_FILE).is_file()]
+    assert 1 <= len(done_before) < 5
+    assert subprocess.run(command, capture_output=True).returncode == 0
+    runs = pd.read_parquet(out / "tiny" / "runs.parquet")
+    assert len(runs) == 5 and runs["run_id"].is_unique and (runs["status"] == "ok").all()
+    for path in (out / "tiny" / "runs").iterdir():
+        events = read_events(path / "transcript.jsonl")
+        assert sum(e["event"] == "episode_start" for e in events) == 1  # interrupted runs restarted from scratch
