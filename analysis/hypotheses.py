@@ -1,0 +1,688 @@
+"""The pre-specified hypothesis tests of SPEC 6: H1-H6 per model, the cross-model tests C1-C3, the
+Gaussian-shock tests G1-G3 and the local-model variant, each family with its Holm adjustment.
+
+Every test exists twice: as a function on plain arrays (:func:`mcnemar_exact`,
+:func:`binomial_exceedance`, :func:`cochran_q`, :func:`slope_test`, ...) and as a function on the
+run table that selects the pre-specified sample (:func:`h1_power`, :func:`h2_size`, ...).
+
+Run table
+---------
+One row per run with at least ``run_id, world_id, framing, replicate, model, family, r2, claim``;
+``claim`` is True for a "beats" verdict. Further columns used here:
+
+* ``baseline_<procedure>`` (bool): the procedure's claim at 5% on the same world
+  (``baseline_combination`` for H1, ``baseline_hac_holm`` for G3).
+* ``probability`` and ``economic`` (H3).
+* ``in_sample_r2_final``, ``test_oos_r2`` and ``complexity_slope`` (H5): the final model's
+  in-sample R2 over the training window and its test-window OOS R2 (fractions, not percent), and
+  the OLS slope of the parameter count of the recorded specifications on their order
+  (:func:`complexity_slope`).
+* ``prior_probability``, ``oracle_cw_stat`` and ``combination_cw_stat`` (H6): the prior and the
+  pseudo-OOS Clark-West statistics of the oracle and of the combination on the training window
+  (the ``statistic`` of those procedures in the baselines table).
+* ``status`` (optional): when present, only runs with status "ok" enter any test.
+
+Samples (paper Table 1, sections 3-5)
+-------------------------------------
+* The *first replicate* of a world under a framing is its run with the smallest ``replicate``.
+* Weak-signal worlds: neutral linear worlds with R2 in {0.25, 0.5, 1}%, first replicate.
+* No-signal worlds: neutral linear worlds with R2 = 0 and persistent-null worlds, first replicate
+  (the momentum-looking null is a trap reported separately).
+* A run without a verdict (``claim`` missing) counts as no claim: the agent did not claim.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Literal, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from planted.analysis.calibration import EPS, calibration_wald, fit_logit, log_odds, outcome_labels
+from planted.analysis.results import Alternative, OLSFit, TestFamily, TestResult
+from planted.baselines.multiple import holm
+from planted.baselines.rates import wilson_interval
+
+WEAK_R2 = (0.0025, 0.005, 0.01)
+NULL_RATE = 0.05
+FRAMINGS = ("skeptical", "neutral", "optimistic")
+FramingControl = Literal["none", "additive", "interacted"]
+
+
+# --------------------------------------------------------------------------------------------
+# Samples
+# --------------------------------------------------------------------------------------------
+
+
+def usable(runs: pd.DataFrame) -> pd.DataFrame:
+    """Runs that finished (``status == "ok"`` when the column exists)."""
+    return runs[runs["status"] == "ok"] if "status" in runs.columns else runs
+
+
+def first_replicate(runs: pd.DataFrame) -> pd.DataFrame:
+    """Each (model, world, framing)'s run with the smallest ``replicate``."""
+    keys = [k for k in ("model", "world_id", "framing") if k in runs.columns]
+    first = runs.groupby(keys, dropna=False)["replicate"].transform("min")
+    return runs[runs["replicate"] == first]
+
+
+def _neutral_first(runs: pd.DataFrame) -> pd.DataFrame:
+    runs = usable(runs)
+    return first_replicate(runs[runs["framing"] == "neutral"])
+
+
+def _r2_in(r2: pd.Series, levels: Sequence[float]) -> np.ndarray:
+    values = pd.to_numeric(r2, errors="coerce").to_numpy()
+    return np.isclose(values[:, None], np.asarray(levels, dtype=float)[None, :], rtol=0, atol=1e-12).any(axis=1)
+
+
+def weak_signal_runs(runs: pd.DataFrame, levels: Sequence[float] = WEAK_R2) -> pd.DataFrame:
+    """Neutral first-replicate runs in linear worlds with R2 in ``levels`` (default 0.25, 0.5, 1%)."""
+    base = _neutral_first(runs)
+    return base[(base["family"] == "linear").to_numpy() & _r2_in(base["r2"], levels)]
+
+
+def no_signal_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Neutral first-replicate runs in linear R2 = 0 and persistent-null worlds."""
+    base = _neutral_first(runs)
+    linear_null = (base["family"] == "linear").to_numpy() & _r2_in(base["r2"], (0.0,))
+    return base[linear_null | (base["family"] == "persistent_null").to_numpy()]
+
+
+def claims_of(values: pd.Series | np.ndarray) -> np.ndarray:
+    """Boolean claims; a missing verdict (None/NaN) counts as no claim."""
+    return pd.Series(values).astype(float).fillna(0.0).to_numpy() > 0.5
+
+
+def _model_of(runs: pd.DataFrame) -> str:
+    models = pd.unique(runs["model"]) if "model" in runs.columns else np.array(["agent"])
+    if len(models) > 1:
+        raise ValueError(f"the run table holds several models {list(models)}; pass one model's runs")
+    return str(models[0]) if len(models) else "agent"
+
+
+def _unique_worlds(sample: pd.DataFrame, what: str) -> None:
+    if sample["world_id"].duplicated().any():
+        raise ValueError(f"{what}: several runs of one world in the sample; pass one model's runs")
+
+
+# --------------------------------------------------------------------------------------------
+# Tests on arrays
+# --------------------------------------------------------------------------------------------
+
+
+def mcnemar_exact(
+    first: np.ndarray,
+    second: np.ndarray,
+    *,
+    alternative: Alternative = "two-sided",
+    name: str = "McNemar",
+) -> TestResult:
+    """Exact McNemar test of paired binary outcomes (conditional binomial test).
+
+    Parameters
+    ----------
+    first, second : ndarray of bool, shape (n,)
+        Paired outcomes, e.g. the agent's and a baseline's claims on the same worlds.
+    alternative : {"two-sided", "greater", "less"}
+        "greater": the first claims more often than the second; "less": less often.
+    name : str
+
+    Returns
+    -------
+    TestResult
+        ``statistic`` is ``b``, the number of pairs in which only the first claims; with ``c``
+        pairs in which only the second claims and ``m = b + c``, under H0 (equal claim rates)
+        ``b ~ Binomial(m, 1/2)`` given m. One-sided p-values are ``P(B >= b)`` ("greater") and
+        ``P(B <= b)`` ("less"); two-sided is ``min(1, 2 P(B <= min(b, c)))``, statsmodels'
+        ``mcnemar(exact=True)``. With no discordant pair the p-value is 1 (flagged). ``estimate``
+        is the difference in claim rates; details give b, c, both and neither.
+
+    References
+    ----------
+    McNemar, Q. (1947). Note on the sampling error of the difference between correlated
+    proportions or percentages. Psychometrika 12(2), 153-157. doi:10.1007/BF02295996
+    """
+    a = np.asarray(first, dtype=bool)
+    s = np.asarray(second, dtype=bool)
+    if a.shape != s.shape:
+        raise ValueError(f"paired samples differ in shape: {a.shape} and {s.shape}")
+    b = int(np.sum(a & ~s))
+    c = int(np.sum(~a & s))
+    m = b + c
+    if alternative == "greater":
+        p = float(stats.binom.sf(b - 1, m, 0.5))
+    elif alternative == "less":
+        p = float(stats.binom.cdf(b, m, 0.5))
+    elif alternative == "two-sided":
+        p = float(min(1.0, 2.0 * stats.binom.cdf(min(b, c), m, 0.5)))
+    else:
+        raise ValueError(f"unknown alternative {alternative!r}")
+    n = int(a.size)
+    return TestResult(
+        name=name, statistic=float(b), pvalue=p if m else 1.0, df=None,
+        null="equal claim rates (b ~ Binomial(b + c, 1/2))", alternative=alternative, n=n,
+        method="exact McNemar (conditional binomial) on paired claims",
+        estimate=float(a.mean() - s.mean()) if n else float("nan"),
+        details=(
+            ("first_only", float(b)), ("second_only", float(c)), ("both", float(np.sum(a & s))),
+            ("neither", float(np.sum(~a & ~s))), ("rate_first", float(a.mean()) if n else float("nan")),
+            ("rate_second", float(s.mean()) if n else float("nan")),
+        ),
+        flag="" if m else "no discordant pairs",
+    )
+
+
+def binomial_exceedance(claims: np.ndarray, *, null_rate: float = NULL_RATE, name: str = "binomial") -> TestResult:
+    """One-sided exact binomial test that a claim rate exceeds ``null_rate``.
+
+    Returns
+    -------
+    TestResult
+        ``statistic`` = number of claims k among n; ``pvalue = P(K >= k)`` for
+        ``K ~ Binomial(n, null_rate)`` (scipy ``binomtest(k, n, null_rate, alternative="greater")``);
+        ``estimate`` = k / n; details give the Wilson 95% interval. NaN p-value for n = 0.
+
+    References
+    ----------
+    Clopper, C. J. and Pearson, E. S. (1934). The use of confidence or fiducial limits illustrated in
+    the case of the binomial. Biometrika 26(4), 404-413. doi:10.1093/biomet/26.4.404
+    """
+    x = np.asarray(claims, dtype=bool)
+    k, n = int(x.sum()), int(x.size)
+    low, high = wilson_interval(k, n)
+    return TestResult(
+        name=name, statistic=float(k), pvalue=float(stats.binom.sf(k - 1, n, null_rate)) if n else float("nan"),
+        df=None, null=f"claim rate <= {null_rate:g}", alternative="greater", n=n,
+        method="exact binomial, one-sided", estimate=k / n if n else float("nan"),
+        details=(("wilson_low", low), ("wilson_high", high)), flag="" if n else "empty sample",
+    )
+
+
+def cochran_q(table: np.ndarray, *, name: str = "Cochran Q") -> TestResult:
+    """Cochran's Q test that k paired binary outcomes have equal success rates.
+
+    Parameters
+    ----------
+    table : ndarray of bool, shape (n, k)
+        One row per subject (world), one column per treatment (framing or model).
+
+    Returns
+    -------
+    TestResult
+        ``Q = (k-1) (k sum_j C_j^2 - T^2) / (k T - sum_i R_i^2)`` with column sums C_j, row sums
+        R_i and total T, referred to chi2(k-1) (statsmodels ``cochrans_q``). When every row is
+        constant (no discordant subject) Q is 0/0; it is reported as 0 with p = 1 and a flag.
+        ``estimate`` is the number of discordant subjects; details give each column's rate.
+
+    References
+    ----------
+    Cochran, W. G. (1950). The comparison of percentages in matched samples. Biometrika 37(3/4),
+    256-266. doi:10.1093/biomet/37.3-4.256
+    """
+    x = np.asarray(table, dtype=float)
+    if x.ndim != 2:
+        raise ValueError(f"table must be (subjects, treatments), got shape {x.shape}")
+    n, k = x.shape
+    rows, cols = x.sum(axis=1), x.sum(axis=0)
+    total = x.sum()
+    denom = k * total - np.sum(rows**2)
+    discordant = int(np.sum((rows > 0) & (rows < k)))
+    details = tuple((f"rate_{j}", float(cols[j] / n) if n else float("nan")) for j in range(k))
+    common = dict(name=name, df=float(k - 1), null="equal claim rates across the columns", alternative="two-sided",
+                  n=int(n), method=f"Cochran's Q, chi2({k - 1})", estimate=float(discordant), details=details)
+    if denom == 0:
+        return TestResult(statistic=0.0, pvalue=1.0, flag="no discordant subjects", **common)  # type: ignore[arg-type]
+    q = float((k - 1) * (k * np.sum(cols**2) - total**2) / denom)
+    return TestResult(statistic=q, pvalue=float(stats.chi2.sf(q, k - 1)), **common)  # type: ignore[arg-type]
+
+
+def ols_fit(
+    y: np.ndarray, X: np.ndarray, *, names: Sequence[str] | None = None, groups: np.ndarray | None = None
+) -> OLSFit:
+    """Least squares with a model-based or cluster-robust covariance.
+
+    Notes
+    -----
+    Nonrobust: ``s^2 (X'X)^-1`` with ``s^2 = RSS / (n - k)`` and t(n - k) inference. Cluster
+    (CR1): ``(X'X)^-1 (sum_g u_g u_g') (X'X)^-1 * G/(G-1) * (n-1)/(n-k)`` with ``u_g`` the summed
+    ``x_i e_i`` of cluster g and t(G - 1) inference — statsmodels
+    ``OLS.fit(cov_type="cluster", cov_kwds={"groups": g}, use_t=True)`` and Stata's ``vce(cluster)``.
+
+    References
+    ----------
+    Cameron, A. C. and Miller, D. L. (2015). A practitioner's guide to cluster-robust inference.
+    Journal of Human Resources 50(2), 317-372. doi:10.3368/jhr.50.2.317
+    """
+    y = np.asarray(y, dtype=float)
+    X = np.asarray(X, dtype=float)
+    n, k = X.shape
+    names = tuple(names) if names is not None else tuple(f"x{j}" for j in range(k))
+    cov_type = "nonrobust" if groups is None else "cluster"
+    if n <= k or np.linalg.matrix_rank(X) < k:
+        return OLSFit(names=names, params=np.full(k, np.nan), cov=np.full((k, k), np.nan), n=n,
+                      df_resid=float("nan"), cov_type=cov_type, status="singular" if n else "empty")
+    xtx_inv = np.linalg.inv(X.T @ X)
+    beta = xtx_inv @ (X.T @ y)
+    resid = y - X @ beta
+    if groups is None:
+        cov = float(resid @ resid / (n - k)) * xtx_inv
+        return OLSFit(names=names, params=beta, cov=cov, n=n, df_resid=float(n - k), cov_type=cov_type)
+    _, codes = np.unique(np.asarray(groups), return_inverse=True)
+    n_clusters = int(codes.max()) + 1
+    if n_clusters < 2:
+        raise ValueError("cluster-robust covariance needs at least two clusters")
+    summed = np.zeros((n_clusters, k))
+    np.add.at(summed, codes, X * resid[:, None])
+    correction = n_clusters / (n_clusters - 1.0) * (n - 1.0) / (n - k)
+    cov = correction * xtx_inv @ (summed.T @ summed) @ xtx_inv
+    return OLSFit(names=names, params=beta, cov=cov, n=n, df_resid=float(n_clusters - 1), cov_type=cov_type,
+                  n_clusters=n_clusters)
+
+
+def _directional_p(stat: float, alternative: Alternative, df: float | None) -> float:
+    dist = stats.norm if df is None else stats.t(df)
+    if alternative == "greater":
+        return float(dist.sf(stat))
+    if alternative == "less":
+        return float(dist.cdf(stat))
+    return float(2.0 * dist.sf(abs(stat)))
+
+
+def slope_test(
+    y: np.ndarray,
+    x: np.ndarray,
+    *,
+    alternative: Alternative = "greater",
+    groups: np.ndarray | None = None,
+    name: str = "slope",
+) -> TestResult:
+    """t test of the slope b in ``y = a + b x + e`` (OLS; see :func:`ols_fit` for the covariance).
+
+    Returns
+    -------
+    TestResult
+        ``statistic`` = t of b, ``df`` = n - 2 (nonrobust) or G - 1 (cluster), p in the direction of
+        ``alternative``; ``estimate`` = b; details give a, b and the standard error of b.
+    """
+    y = np.asarray(y, dtype=float)
+    x = np.asarray(x, dtype=float)
+    fit = ols_fit(y, np.column_stack([np.ones_like(x), x]), names=("const", "slope"), groups=groups)
+    method = f"OLS slope t test, {fit.cov_type} covariance"
+    if fit.status != "ok":
+        return TestResult(name=name, statistic=float("nan"), pvalue=float("nan"), df=None, null="slope = 0",
+                          alternative=alternative, n=fit.n, method=method, flag=fit.status)
+    t = float(fit.tvalues[1])
+    return TestResult(
+        name=name, statistic=t, pvalue=_directional_p(t, alternative, fit.df_resid), df=fit.df_resid,
+        null="slope = 0", alternative=alternative, n=fit.n, method=method, estimate=float(fit.params[1]),
+        details=(("intercept", float(fit.params[0])), ("slope", float(fit.params[1])), ("se_slope", float(fit.bse[1])),
+                 ("n_clusters", float(fit.n_clusters))),
+    )
+
+
+def complexity_slope(n_parameters: Sequence[float | None]) -> float:
+    """Complexity drift of one run: OLS slope of the reported parameter counts on their order.
+
+    Parameters
+    ----------
+    n_parameters : sequence of float or None
+        ``n_parameters`` of each ``record_spec`` call, in call order; missing counts are skipped
+        (their position in the order is kept).
+
+    Returns
+    -------
+    float
+        Parameters added per recorded specification (paper D.7); NaN with fewer than two counts.
+    """
+    counts = np.asarray([np.nan if v is None else float(v) for v in n_parameters], dtype=float)
+    order = np.arange(counts.size, dtype=float)
+    ok = ~np.isnan(counts)
+    if ok.sum() < 2:
+        return float("nan")
+    xo, yo = order[ok], counts[ok]
+    xc = xo - xo.mean()
+    return float(xc @ (yo - yo.mean()) / (xc @ xc))
+
+
+# --------------------------------------------------------------------------------------------
+# H1-H6 on a run table (one model)
+# --------------------------------------------------------------------------------------------
+
+
+def _paired(sample: pd.DataFrame, baseline: str) -> tuple[np.ndarray, np.ndarray]:
+    column = f"baseline_{baseline}"
+    if column not in sample.columns:
+        raise KeyError(f"run table has no column {column!r}")
+    known = sample[column].notna().to_numpy()
+    return claims_of(sample["claim"])[known], sample[column].to_numpy()[known].astype(bool)
+
+
+def h1_power(
+    runs: pd.DataFrame,
+    *,
+    baseline: str = "combination",
+    reverse: bool = False,
+    levels: Sequence[float] = WEAK_R2,
+) -> TestResult:
+    """H1: the agent is less powerful than the primary baseline in weak-signal worlds (H1': more).
+
+    Exact McNemar test (:func:`mcnemar_exact`), one-sided, on the agent's and the baseline's claims
+    in the same weak-signal worlds (paper 3.1: "All 72 discordant pairs ... favor the agent").
+    ``reverse=True`` gives H1' (agent more powerful, exploratory). Worlds whose baseline claim is
+    missing are dropped.
+    """
+    _model_of(runs)
+    sample = weak_signal_runs(runs, levels)
+    _unique_worlds(sample, "H1")
+    agent, base = _paired(sample, baseline)
+    return mcnemar_exact(agent, base, alternative="greater" if reverse else "less", name="H1'" if reverse else "H1")
+
+
+def h2_size(runs: pd.DataFrame, *, null_rate: float = NULL_RATE) -> TestResult:
+    """H2: the false-claim rate in no-signal worlds exceeds ``null_rate`` (exact binomial, one-sided)."""
+    _model_of(runs)
+    sample = no_signal_runs(runs)
+    _unique_worlds(sample, "H2")
+    return binomial_exceedance(claims_of(sample["claim"]), null_rate=null_rate, name="H2")
+
+
+def h3_calibration(
+    runs: pd.DataFrame, *, label: Literal["economic", "own", "signal"] = "economic", eps: float = EPS,
+    cluster: bool = False,
+) -> TestResult:
+    """H3: stated probabilities are miscalibrated against the economic label (all runs of the model).
+
+    Logistic regression of the label on ``logit(clip(p, eps, 1 - eps))`` and the joint Wald test of
+    intercept 0 and slope 1, chi2(2) (:func:`planted.analysis.calibration.calibration_wald`).
+    Pools every run with a stated probability and a known label, all framings (paper 3.2: "pooling
+    all 900 runs"). ``cluster=True`` clusters the covariance by world.
+    """
+    _model_of(runs)
+    runs = usable(runs)
+    p = pd.to_numeric(runs["probability"], errors="coerce").to_numpy()
+    y = outcome_labels(runs, label).to_numpy()
+    keep = ~(np.isnan(p) | np.isnan(y))
+    groups = runs["world_id"].to_numpy()[keep] if cluster else None
+    return calibration_wald(y[keep], p[keep], eps=eps, groups=groups, name="H3")
+
+
+def framing_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Claims of the worlds observed under all three framings: one row per world, columns
+    skeptical, neutral, optimistic (first replicate of each; a missing verdict is no claim)."""
+    runs = first_replicate(usable(runs))
+    runs = runs[runs["framing"].isin(FRAMINGS)]
+    wide = runs.assign(c=claims_of(runs["claim"])).pivot(index="world_id", columns="framing", values="c")
+    wide = wide.reindex(columns=list(FRAMINGS)).dropna()
+    return wide.astype(bool)
+
+
+def h4_framing(runs: pd.DataFrame) -> TestResult:
+    """H4: the verdict depends on framing — Cochran's Q over worlds run under all three framings.
+
+    Returns
+    -------
+    TestResult
+        Cochran's Q, chi2(2), columns (skeptical, neutral, optimistic); details: claim rate per
+        framing, discordant worlds, and ``ordered``: discordant worlds whose claims are
+        non-decreasing from skeptical to neutral to optimistic (paper 3.3: "46 of 50").
+    """
+    _model_of(runs)
+    wide = framing_table(runs)
+    x = wide.to_numpy()
+    result = cochran_q(x, name="H4")
+    rows = x.sum(axis=1)
+    discordant = (rows > 0) & (rows < 3)
+    ordered = discordant & (x[:, 0] <= x[:, 1]) & (x[:, 1] <= x[:, 2])
+    details = tuple((f"rate_{f}", float(x[:, j].mean()) if len(x) else float("nan")) for j, f in enumerate(FRAMINGS))
+    return TestResult(
+        name="H4", statistic=result.statistic, pvalue=result.pvalue if len(x) else float("nan"), df=result.df,
+        null="equal claim rates under the three framings", alternative="two-sided", n=result.n,
+        method=result.method + " over worlds observed under all three framings", estimate=result.estimate,
+        details=details + (("discordant", float(discordant.sum())), ("ordered", float(ordered.sum()))),
+        flag="empty sample" if not len(x) else result.flag,
+    )
+
+
+def h5_drift(runs: pd.DataFrame, *, cluster: bool = True) -> TestResult:
+    """H5: complexity drift widens the gap between the final model's in-sample and test-window R2.
+
+    OLS of ``gap = in_sample_r2_final - test_oos_r2`` on ``complexity_slope`` over all runs of the
+    model where both are known; one-sided t test of a positive slope. ``cluster=True`` (default,
+    the paper's frozen code: world-clustered standard errors, Appendix G) clusters by world with
+    t(G - 1) inference.
+    """
+    _model_of(runs)
+    runs = usable(runs)
+    gap = (pd.to_numeric(runs["in_sample_r2_final"], errors="coerce")
+           - pd.to_numeric(runs["test_oos_r2"], errors="coerce")).to_numpy()
+    drift = pd.to_numeric(runs["complexity_slope"], errors="coerce").to_numpy()
+    keep = np.isfinite(gap) & np.isfinite(drift)
+    groups = runs["world_id"].to_numpy()[keep] if cluster else None
+    return slope_test(gap[keep], drift[keep], alternative="greater", groups=groups, name="H5")
+
+
+def world_type(runs: pd.DataFrame) -> pd.Series:
+    """World type of each run for the H6 controls: the family (``injected`` split by factor)."""
+    family = runs["family"].astype(str)
+    if "factor" in runs.columns:
+        factor = runs["factor"].astype("string").fillna("")
+        family = family.where(family != "injected", "injected_" + factor)
+    return family
+
+
+def h6_prior(
+    runs: pd.DataFrame,
+    *,
+    framing: FramingControl = "none",
+    cluster: bool = True,
+    eps: float = EPS,
+) -> TestResult:
+    """H6 (exploratory): the prior predicts the verdict.
+
+    Logistic regression of the claim on ``logit(prior_probability)`` (clipped at ``eps``),
+    controlling for ``oracle_cw_stat``, ``combination_cw_stat`` and world-type dummies
+    (:func:`world_type`; the first level is the reference). One-sided z test of a positive prior
+    coefficient. ``framing``: "none" (pre-specified), "additive" (framing dummies) or
+    "interacted" (world-type-by-framing dummies, paper D.7). ``cluster=True`` (default, the frozen
+    code) clusters by world.
+
+    Notes
+    -----
+    A world type (cell) whose runs all claim, or all do not, would send its dummy to infinity
+    (quasi-complete separation). Its runs are dropped and the level named in the details
+    (``dropped_<level>``): since the cell dummies span the cell indicators, the remaining
+    coefficients' MLE is the limit of the full likelihood's maximiser. If the remaining data are
+    still separated, the p-value is NaN and ``flag`` says "separation".
+    """
+    _model_of(runs)
+    runs = usable(runs)
+    data = pd.DataFrame(
+        {
+            "y": claims_of(runs["claim"]).astype(float),
+            "prior": pd.to_numeric(runs["prior_probability"], errors="coerce").to_numpy(),
+            "oracle_cw": pd.to_numeric(runs["oracle_cw_stat"], errors="coerce").to_numpy(),
+            "combination_cw": pd.to_numeric(runs["combination_cw_stat"], errors="coerce").to_numpy(),
+            "cell": world_type(runs).to_numpy(),
+            "framing": runs["framing"].to_numpy(),
+            "world": runs["world_id"].to_numpy(),
+        }
+    ).dropna()
+    if framing == "interacted":
+        data["cell"] = data["cell"] + ":" + data["framing"]
+    rate = data.groupby("cell")["y"].transform("mean")
+    constant = (rate == 0) | (rate == 1)
+    dropped = tuple(sorted(pd.unique(data.loc[constant, "cell"])))
+    data = data[~constant]
+    columns = {"const": np.ones(len(data)), "prior_logodds": log_odds(data["prior"].to_numpy(), eps),
+               "oracle_cw": data["oracle_cw"].to_numpy(), "combination_cw": data["combination_cw"].to_numpy()}
+    levels = sorted(pd.unique(data["cell"]))
+    for level in levels[1:]:
+        columns[f"type[{level}]"] = (data["cell"] == level).to_numpy(dtype=float)
+    if framing == "additive":
+        for f in ("optimistic", "skeptical"):
+            if (data["framing"] == f).any():
+                columns[f"framing[{f}]"] = (data["framing"] == f).to_numpy(dtype=float)
+    X = np.column_stack(list(columns.values())) if len(data) else np.empty((0, len(columns)))
+    groups = data["world"].to_numpy() if cluster and data["world"].nunique() > 1 else None
+    fit = fit_logit(data["y"].to_numpy(), X, names=tuple(columns), groups=groups)
+    method = f"logistic regression, one-sided z, {fit.cov_type} covariance, framing control: {framing}"
+    details = tuple((f"dropped_{level}", 1.0) for level in dropped)
+    null = "prior coefficient <= 0"
+    if fit.status != "ok":
+        return TestResult(name="H6", statistic=float("nan"), pvalue=float("nan"), df=None, null=null,
+                          alternative="greater", n=fit.n, method=method, details=details, flag=fit.status)
+    z = float(fit.zvalues[1])
+    return TestResult(
+        name="H6", statistic=z, pvalue=_directional_p(z, "greater", None), df=None, null=null, alternative="greater",
+        n=fit.n, method=method, estimate=float(fit.params[1]),
+        details=(("coef_prior", float(fit.params[1])), ("se_prior", float(fit.bse[1]))) + details,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Families
+# --------------------------------------------------------------------------------------------
+
+
+def holm_family(name: str, tests: Sequence[TestResult], exploratory: Sequence[TestResult] = ()) -> TestFamily:
+    """Holm-adjust the p-values of ``tests`` together (:func:`planted.baselines.multiple.holm`).
+
+    A NaN p-value (an undefined test) enters as 1, so the family keeps its pre-specified size; its
+    adjusted value is reported as NaN.
+    """
+    raw = np.array([t.pvalue for t in tests], dtype=float)
+    missing = np.isnan(raw)
+    adjusted = holm(np.where(missing, 1.0, raw)) if raw.size else raw
+    adjusted = np.where(missing, np.nan, adjusted)
+    return TestFamily(name=name, tests=tuple(tests), adjusted=tuple(float(a) for a in adjusted),
+                      exploratory=tuple(exploratory))
+
+
+def confirmatory_tests(
+    runs: pd.DataFrame, *, baseline: str = "combination", null_rate: float = NULL_RATE, h6_framing: FramingControl = "none"
+) -> TestFamily:
+    """H1-H5 with Holm across the five, plus H1' and H6 unadjusted (exploratory), for one model.
+
+    H6 is included only when its columns (``prior_probability``, ``oracle_cw_stat``,
+    ``combination_cw_stat``) are present; H5 only when ``in_sample_r2_final`` and
+    ``complexity_slope`` are (otherwise it enters as an undefined test, flagged).
+    """
+    model = _model_of(runs)
+    h5_cols = {"in_sample_r2_final", "test_oos_r2", "complexity_slope"}
+    if h5_cols <= set(runs.columns):
+        h5 = h5_drift(runs)
+    else:
+        h5 = TestResult(name="H5", statistic=float("nan"), pvalue=float("nan"), df=None, null="slope = 0",
+                        alternative="greater", n=0, method="OLS slope t test",
+                        flag=f"missing columns {sorted(h5_cols - set(runs.columns))}")
+    tests = [h1_power(runs, baseline=baseline), h2_size(runs, null_rate=null_rate), h3_calibration(runs),
+             h4_framing(runs), h5]
+    exploratory = [h1_power(runs, baseline=baseline, reverse=True)]
+    if {"prior_probability", "oracle_cw_stat", "combination_cw_stat"} <= set(runs.columns):
+        exploratory.append(h6_prior(runs, framing=h6_framing))
+    return holm_family(f"{model}: H1-H5", tests, exploratory)
+
+
+def intersection_union(name: str, tests: Sequence[TestResult], null: str) -> TestResult:
+    """Intersection-union test: reject "not every component holds" when every component rejects.
+
+    ``pvalue = max`` of the component p-values (Berger 1982); ``statistic`` and ``estimate`` are
+    those of the component with the largest p-value; details give each component's p-value.
+
+    References
+    ----------
+    Berger, R. L. (1982). Multiparameter hypothesis testing and acceptance sampling.
+    Technometrics 24(4), 295-300. doi:10.1080/00401706.1982.10487790
+    """
+    ps = np.array([t.pvalue for t in tests], dtype=float)
+    worst = tests[int(np.nanargmax(ps))] if not np.isnan(ps).all() else tests[0]
+    return TestResult(
+        name=name, statistic=worst.statistic, pvalue=float(np.max(ps)), df=worst.df, null=null,
+        alternative=worst.alternative, n=sum(t.n for t in tests),
+        method=f"intersection-union test (max p) over {len(tests)} components: {worst.method}",
+        estimate=worst.estimate, details=tuple((f"p_{t.name}", t.pvalue) for t in tests),
+        flag="; ".join(f"{t.name}: {t.flag}" for t in tests if t.flag),
+    )
+
+
+def _wide_claims(sample: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
+    sample = sample[sample["model"].isin(models)]
+    wide = sample.assign(c=claims_of(sample["claim"])).pivot(index="world_id", columns="model", values="c")
+    return wide.reindex(columns=list(models)).dropna().astype(bool)
+
+
+def across_models_q(sample: pd.DataFrame, models: Sequence[str], *, name: str) -> TestResult:
+    """Cochran's Q across models over the worlds of ``sample`` that every model ran."""
+    result = cochran_q(_wide_claims(sample, models).to_numpy(), name=name)
+    details = tuple((f"rate_{m}", v) for m, (_, v) in zip(models, result.details))
+    return TestResult(
+        name=name, statistic=result.statistic, pvalue=result.pvalue, df=result.df,
+        null="equal claim rates across models", alternative="two-sided", n=result.n,
+        method=result.method + " over worlds run by every model", estimate=result.estimate, details=details,
+        flag=result.flag,
+    )
+
+
+def _models(runs: pd.DataFrame, models: Sequence[str] | None) -> list[str]:
+    present = list(pd.unique(runs["model"]))
+    if models is None:
+        return sorted(str(m) for m in present)
+    missing = [m for m in models if m not in present]
+    if missing:
+        raise ValueError(f"models {missing} have no runs in the table")
+    return list(models)
+
+
+def cross_model_tests(
+    runs: pd.DataFrame, *, new_models: Sequence[str], models: Sequence[str] | None = None,
+    null_rate: float = NULL_RATE,
+) -> TestFamily:
+    """C1-C3 of the second study, Holm across the three (paper section 4).
+
+    C1: every new model's false-claim rate in no-signal worlds exceeds ``null_rate`` (intersection-
+    union over the models' H2 tests). C2: every new model's verdict depends on framing (IUT over H4).
+    C3: weak-signal claim rates differ across ``models`` (default: every model in the table),
+    Cochran's Q over the weak-signal worlds run by all of them.
+    """
+    models = _models(runs, models)
+    by_model = {m: runs[runs["model"] == m] for m in _models(runs, new_models)}
+    h2 = [replace(h2_size(r, null_rate=null_rate), name=f"H2 {m}") for m, r in by_model.items()]
+    h4 = [replace(h4_framing(r), name=f"H4 {m}") for m, r in by_model.items()]
+    c1 = intersection_union("C1", h2, null=f"some new model's no-signal claim rate <= {null_rate:g}")
+    c2 = intersection_union("C2", h4, null="some new model's claims do not depend on framing")
+    c3 = across_models_q(weak_signal_runs(runs), models, name="C3")
+    return holm_family("C1-C3", [c1, c2, c3])
+
+
+def g_tests_for(runs: pd.DataFrame, *, baseline: str = "hac_holm", null_rate: float = NULL_RATE) -> tuple[TestResult, TestResult]:
+    """G1 (exact binomial vs ``null_rate``) and G3 (exact McNemar, agent claims more often than the
+    baseline at 5%) for one model on its no-signal worlds (paper 5.2, Table 4)."""
+    model = _model_of(runs)
+    sample = no_signal_runs(runs)
+    _unique_worlds(sample, "G")
+    g1 = binomial_exceedance(claims_of(sample["claim"]), null_rate=null_rate, name=f"G1 {model}")
+    agent, base = _paired(sample, baseline)
+    g3 = mcnemar_exact(agent, base, alternative="greater", name=f"G3 {model}")
+    return g1, g3
+
+
+def gaussian_tests(
+    runs: pd.DataFrame, *, models: Sequence[str] | None = None, baseline: str = "hac_holm", null_rate: float = NULL_RATE
+) -> TestFamily:
+    """G1 per model, G2 (Cochran's Q across models on the no-signal worlds), G3 per model; Holm
+    across all of them (seven p-values with three models; paper 5.2)."""
+    models = _models(runs, models)
+    pairs = [g_tests_for(runs[runs["model"] == m], baseline=baseline, null_rate=null_rate) for m in models]
+    g2 = across_models_q(no_signal_runs(runs), models, name="G2")
+    return holm_family("G1-G3", [p[0] for p in pairs] + [g2] + [p[1] for p in pairs])
+
+
+def local_model_tests(
+    runs: pd.DataFrame, *, model: str, baseline: str = "hac_holm", null_rate: float = NULL_RATE
+) -> TestFamily:
+    """The local-model variant (paper 5.4): G1 and G3 for one model, Holm across the two."""
+    g1, g3 = g_tests_for(runs[runs["model"] == model], baseline=baseline, null_rate=null_rate)
+    return holm_family(f"{model}: G1, G3", [g1, g3])
