@@ -72,3 +72,12 @@ def test_mc_cli_prints_the_json_contract(capsys):
     assert out["n_worlds"] == {"0.0": 20, "0.01": 20} and out["alpha"] == 0.05
     matched = out["matched"]["hac_holm"]
     assert matched["claim_rates"]["0.0"] >= 0.15 and 0 < matched["alpha"] <= 1
+
+
+def test_a_dask_cluster_through_joblib_gives_the_same_table():
+    """The distributed backend is a configuration switch: same seeds, same bytes."""
+    import distributed  # part of the test extras
+
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None):
+        on_dask = simulate(_config(backend="dask", n_jobs=2), progress=False)
+    pd.testing.assert_frame_equal(simulate(_config(), progress=False), on_dask)
