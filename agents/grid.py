@@ -64,6 +64,8 @@ class GridContext:
     concurrency: int = 1
     factor_file: str | None = None
     progress: bool = True
+    analysis_label: str = "exploratory"
+    """``confirmatory`` (a frozen study whose manifest verified) or ``exploratory``; stamped into every record."""
 
     @property
     def settings(self) -> EpisodeSettings:
@@ -189,6 +191,7 @@ def _execute(ctx: GridContext, unit, world: World, world_unit: WorldUnit, digest
         "planted_column": world.planted_column, "model": ctx.config["model"].get("model_id"),
         "backend": ctx.config["model"].get("backend"), "sandboxed": ctx.sandboxed, "config_hash": digest,
         "planted_version": planted.__version__, "code_version": code_version(),
+        "analysis_label": ctx.analysis_label,
     }
     try:
         record = run_episode(
@@ -286,6 +289,7 @@ def collect_runs(out: Path, grid: StudyGrid, baselines: pd.DataFrame) -> pd.Data
                 "reasoning_tokens": usage.get("reasoning_tokens"), "cached_tokens": usage.get("cached_tokens"),
                 "cost_usd": usage.get("cost_usd"), "wall_seconds": result.get("wall_seconds"),
                 "config_hash": result.get("config_hash"), "code_version": result.get("code_version"),
+                "analysis_label": result.get("analysis_label"),
             }
         )
     runs = pd.DataFrame(rows)

@@ -24,6 +24,7 @@ from planted.agents.registry import make_backend
 from planted.agents.sandbox import BwrapSandbox, SandboxLimits, UnsafeLocalSandbox
 from planted.agents.study import StudyGrid, study_grid
 from planted.config import compose_study
+from planted.prereg import analysis_label
 
 
 @dataclass
@@ -43,7 +44,7 @@ class PreparedRun:
             f"study {self.grid.name}: {len(self.grid.runs)} runs on {len(self.grid.worlds)} worlds; "
             f"{done} done, {pending} to run",
             f"model {self.context.config['model'].get('model_id')} ({self.context.config['model'].get('backend')}), "
-            f"concurrency {self.context.concurrency}, sandboxed={self.context.sandboxed}",
+            f"concurrency {self.context.concurrency}, sandboxed={self.context.sandboxed}, {self.context.analysis_label}",
             f"output: {self.context.out}",
         ]
         lines.append(cost_estimate(self.context.out, pending, self.context.config["model"]))
@@ -54,7 +55,7 @@ class PreparedRun:
         runs = run_grid(self.context, self.grid, limit=limit)
         procedures = list(self.context.config["study"].get("procedures", []))
         shown = [p for p in ("hac_holm", "combination", "oracle") if p in procedures]
-        lines = [f"study {self.grid.name}: {len(runs)} of {len(self.grid.runs)} runs logged"]
+        lines = [f"study {self.grid.name} ({self.context.analysis_label}): {len(runs)} of {len(self.grid.runs)} runs logged"]
         if not runs.empty:
             errors = int((runs["status"] != "ok").sum())
             lines.append(
@@ -115,6 +116,7 @@ def prepare_run(
     overrides: list[str] | tuple[str, ...] = (),
     progress: bool = True,
     sandbox_limits: SandboxLimits = SandboxLimits(),
+    exploratory: bool = False,
 ) -> PreparedRun:
     """Compose and check a study run; nothing is built or sent before every check has passed.
 
@@ -128,8 +130,18 @@ def prepare_run(
         bubblewrap is missing or cannot start a sandbox (and ``unsafe_no_sandbox`` is not set).
     planted.agents.grid.StudyConfigMismatch
         The output directory holds another configuration (and ``new_dir`` is not set).
+    planted.prereg.PreregistrationError
+        The study is frozen and its manifest does not verify (and ``exploratory`` is not set).
+
+    Notes
+    -----
+    A run is ``confirmatory`` only for a frozen study whose manifest verifies, without overrides
+    and without ``exploratory``; everything else is labelled ``exploratory`` in every output.
     """
     config = compose_study(study, model, overrides)
+    label = "exploratory"
+    if not study.endswith((".yaml", ".yml")):
+        label, _ = analysis_label(study, exploratory=exploratory or bool(overrides))
     backend = make_backend(config["model"], base_url=base_url)
     prompts = load_prompts()
     sandbox_class = UnsafeLocalSandbox if unsafe_no_sandbox else BwrapSandbox
@@ -150,7 +162,7 @@ def prepare_run(
         sandbox_factory=partial(_make_sandbox, sandbox_class, sandbox_limits),
         evaluator=partial(_evaluate, unsafe_no_sandbox=unsafe_no_sandbox, refit_every=int(config["study"].get("refit_every", 12))),
         sandboxed=not unsafe_no_sandbox, concurrency=concurrency or int(config["model"].get("concurrency", 1)),
-        factor_file=str(factor_file) if factor_file else None, progress=progress,
+        factor_file=str(factor_file) if factor_file else None, progress=progress, analysis_label=label,
     )
     return PreparedRun(context=context, grid=grid)
 

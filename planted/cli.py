@@ -23,10 +23,11 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from planted.agents.grid import StudyConfigMismatch
     from planted.agents.sandbox import SandboxUnavailableError
     from planted.config import ConfigError
+    from planted.prereg import PreregistrationError
     from planted.worlds import FactorDataError, WorldFileError, WorldSpecError
 
     return (WorldSpecError, FactorDataError, WorldFileError, StudyConfigMismatch, SandboxUnavailableError,
-            FatalBackendError, ConfigError)
+            FatalBackendError, ConfigError, PreregistrationError)
 
 
 def _add_world_spec_arguments(parser: argparse.ArgumentParser) -> None:
@@ -163,12 +164,25 @@ def cmd_run(args: argparse.Namespace) -> int:
         study=args.study, model=args.model, out=args.out, concurrency=args.concurrency,
         unsafe_no_sandbox=args.unsafe_no_sandbox, new_dir=args.new_dir, factor_file=args.path,
         base_url=args.base_url, overrides=args.override or [], progress=not args.quiet,
+        exploratory=args.exploratory,
     )
     if args.dry_run:
         print(prepared.plan())
         return 0
     print(prepared.execute(limit=args.limit))
     return 0
+
+
+def cmd_prereg(args: argparse.Namespace) -> int:
+    from planted.prereg import freeze, verify
+
+    if args.prereg_command == "freeze":
+        target = freeze(args.name, prereg_dir=args.prereg_dir, tag=not args.no_tag)
+        print(f"froze {args.name}: {target}" + ("" if args.no_tag else f" (committed and tagged {args.name!r})"))
+        return 0
+    drift = verify(args.name, prereg_dir=args.prereg_dir)
+    print(drift.summary())
+    return 0 if drift.ok else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -230,8 +244,22 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dry-run", action="store_true", help="print the plan (runs, cost estimate) and exit")
     run.add_argument("--unsafe-no-sandbox", action="store_true",
                      help="development only: run agent code without bubblewrap (stamped into every record)")
+    run.add_argument("--exploratory", action="store_true",
+                     help="run a frozen study even if its manifest does not verify; every output is labelled exploratory")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
     run.set_defaults(handler=cmd_run)
+
+    prereg = commands.add_parser("prereg", help="freeze and verify preregistered studies").add_subparsers(
+        dest="prereg_command", required=True
+    )
+    for name, text in (("freeze", "freeze a study: manifest of hashes, run order, seeds, git commit and tag"),
+                       ("verify", "list every hash-controlled file that drifted from the frozen manifest")):
+        sub = prereg.add_parser(name, help=text)
+        sub.add_argument("name", help="study name (conf/study/NAME.yaml)")
+        sub.add_argument("--prereg-dir", type=Path, help="where frozen studies live (default: prereg/ of the checkout)")
+        if name == "freeze":
+            sub.add_argument("--no-tag", action="store_true", help="write the files only (no commit, no tag)")
+        sub.set_defaults(handler=cmd_prereg)
 
     data = commands.add_parser("data", help="factor data").add_subparsers(dest="data_command", required=True)
     fetch = data.add_parser("fetch", help="download the Fama-French 5-factor file and print its SHA-256")
