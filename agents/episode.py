@@ -67,6 +67,7 @@ def run_episode(
     test: pd.DataFrame,
     data_file: Path,
     run_dir: Path,
+    workspace: Path,
     sandbox_factory: SandboxFactory,
     evaluator: Evaluator,
     settings: EpisodeSettings = EpisodeSettings(),
@@ -85,7 +86,11 @@ def run_episode(
     data_file : Path
         Host path of the agent's CSV, mounted read-only into the sandbox.
     run_dir : Path
-        Fresh directory of this run: ``workspace/``, ``transcript.jsonl``, ``final_model.py``.
+        Fresh directory of this run: ``transcript.jsonl``, ``final_model.py``, ``evaluation.csv``.
+    workspace : Path
+        Fresh directory mounted as the agent's ``/workspace``. Its host path is visible to the
+        agent (``/proc/self/mountinfo``), so it must not reveal anything about the world: the grid
+        uses a hash, never the run id.
     sandbox_factory : callable
         ``(workspace, data_file) -> sandbox`` for ``run_python``.
     evaluator : callable
@@ -97,11 +102,11 @@ def run_episode(
         Propagated untouched: it must stop the grid, not become an agent failure.
     """
     started = time.monotonic()
-    workspace = run_dir / "workspace"
     workspace.mkdir(parents=True, exist_ok=True)
     sandbox = sandbox_factory(workspace, data_file)
+    data_path = getattr(sandbox, "data_path", None) or "/workspace/data/data.csv"
     protocol = EpisodeProtocol(
-        sandbox, workspace, settings.budget, prompts.data_note_for(n_rows=len(visible))
+        sandbox, workspace, settings.budget, prompts.data_note_for(n_rows=len(visible), file_name=data_path)
     )
     system = prompts.system_prompt(settings.budget, settings.refit_every)
     user = prompts.user_message(framing)

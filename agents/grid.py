@@ -5,7 +5,8 @@ Output layout under ``OUT/<study>/``::
     study.json          the resolved configuration and its hash (a rerun with another one is refused)
     worlds/<world_id>/  each world's files (visible/ for the agent, sealed/ for evaluation)
     baselines.parquet   every baseline procedure on every world (decision p-values, truth labels)
-    runs/<run_id>/      workspace/, transcript.jsonl, final_model.py, result.json
+    runs/<run_id>/      transcript.jsonl, final_model.py, evaluation.csv, result.json
+    ws/<hash>/          each run's agent workspace (a neutral name: its path is visible to the agent)
     ledger.jsonl        append-only log of run starts and ends (informational)
     runs.parquet        one row per run, with the world's truth labels and the baselines' claims
 
@@ -179,10 +180,21 @@ def run_is_done(run_dir: Path) -> bool:
     return status == "ok"
 
 
+def workspace_dir(out: Path, digest: str, run_id: str) -> Path:
+    """The run's agent workspace: ``OUT/ws/<hash>``, a name that reveals nothing about the world.
+
+    The sandbox mounts it at ``/workspace`` and its host path is readable inside the sandbox, so it
+    must not contain the run id (which names the cell's R2 and the framing).
+    """
+    return out / "ws" / sha256_bytes(f"{digest}/{run_id}".encode())[:20]
+
+
 def _execute(ctx: GridContext, unit, world: World, world_unit: WorldUnit, digest: str, ledger: EventLog) -> None:
     run_dir = ctx.out / "runs" / unit.run_id
-    if run_dir.exists():
-        shutil.rmtree(run_dir)  # an interrupted or errored attempt: redo from scratch
+    workspace = workspace_dir(ctx.out, digest, unit.run_id)
+    for stale in (run_dir, workspace):
+        if stale.exists():
+            shutil.rmtree(stale)  # an interrupted or errored attempt: redo from scratch
     run_dir.mkdir(parents=True)
     ledger.write("run_start", run_id=unit.run_id)
     base = {
@@ -191,12 +203,12 @@ def _execute(ctx: GridContext, unit, world: World, world_unit: WorldUnit, digest
         "planted_column": world.planted_column, "model": ctx.config["model"].get("model_id"),
         "backend": ctx.config["model"].get("backend"), "sandboxed": ctx.sandboxed, "config_hash": digest,
         "planted_version": planted.__version__, "code_version": code_version(),
-        "analysis_label": ctx.analysis_label,
+        "analysis_label": ctx.analysis_label, "workspace": str(workspace.relative_to(ctx.out)),
     }
     try:
         record = run_episode(
             backend=ctx.backend, prompts=ctx.prompts, framing=unit.framing, visible=world.visible, test=world.test,
-            data_file=ctx.out / "worlds" / unit.world_id / VISIBLE_FILE, run_dir=run_dir,
+            data_file=ctx.out / "worlds" / unit.world_id / VISIBLE_FILE, run_dir=run_dir, workspace=workspace,
             sandbox_factory=ctx.sandbox_factory, evaluator=ctx.evaluator, settings=ctx.settings,
         )
         payload = base | {"status": "ok", "error": None} | record

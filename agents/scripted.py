@@ -5,11 +5,11 @@ test suite) exercises the whole harness with no API key and no network. Its proc
 legitimate, documented test, identical in its decision to the ``hac_holm`` baseline at 5%:
 
 1. ``report_prior("does_not_beat", 0.3)``.
-2. ``run_python``: reads the data file, adds the trailing 12-month mean return (``m12``) to the eight
+2. ``run_python``: reads the data file the data note names, adds the trailing 12-month mean return (``m12``) to the eight
    candidates, and runs Newey-West (12 lags) t-tests of the slope of ``asset_A[t+1]`` on each
    candidate at ``t`` over t = 12..698 with statsmodels, Holm-adjusted across the nine; prints JSON.
 3. ``record_spec`` for each of the nine univariate specifications (slope, t, p, adjusted p, R2).
-4. ``run_python``: writes ``/workspace/final_model.py``: the expanding OLS forecast on the candidate
+4. ``run_python``: writes ``final_model.py`` in the workspace (the working directory): the expanding OLS forecast on the candidate
    with the smallest adjusted p-value when that p-value is at most 5%, else the benchmark (the
    expanding historical mean).
 5. ``submit_final``: "beats" when the smallest adjusted p-value is at most 5%, else "does_not_beat";
@@ -21,6 +21,7 @@ If a sandbox call fails, it submits "abort_no_predictability" with the error as 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -30,14 +31,14 @@ from planted.agents.transcript import EventLog
 
 ALPHA = 0.05
 PRIOR = {"verdict": "does_not_beat", "probability": 0.3}
-SCREEN_CODE = """\
+SCREEN_TEMPLATE = """\
 import json
 import numpy as np
 import pandas as pd
 import statsmodels.api as sm
 from statsmodels.stats.multitest import multipletests
 
-data = pd.read_csv("/workspace/data/data.csv")
+data = pd.read_csv(DATA_FILE)
 r = data["asset_A"].to_numpy()
 candidates = {c: data[c].to_numpy() for c in data.columns if c.startswith("x")}
 candidates["m12"] = data["asset_A"].rolling(12).mean().to_numpy()
@@ -92,6 +93,14 @@ def predict(state, history):
 '''
 
 
+def screen_code(data_note: str) -> str:
+    """The screen script for the data file the data note names (``File: <path> (<n> rows)``)."""
+    match = re.search(r"File: (\S+) \(", data_note)
+    if match is None:
+        raise ValueError(f"the data note does not name the data file: {data_note[:200]!r}")
+    return f"DATA_FILE = {match.group(1)!r}\n" + SCREEN_TEMPLATE
+
+
 @dataclass
 class ScriptedSession:
     """The scripted researcher's side of one episode (a :class:`~planted.agents.backend.Session`)."""
@@ -123,7 +132,7 @@ class ScriptedSession:
         last = results[-1] if results else None
         if self.screen is None:
             if last is not None and last.content.startswith("Prior recorded"):
-                return [self._call("run_python", code=SCREEN_CODE)]
+                return [self._call("run_python", code=screen_code(last.content))]
             return self._parse_screen(last)
         if self.queue:
             return [self.queue.pop(0)]
@@ -148,7 +157,7 @@ class ScriptedSession:
             )
         best = min(self.screen, key=lambda row: row["p_holm"])
         code = MODEL_TEMPLATE.format(candidate=best["name"]) if best["p_holm"] <= ALPHA else BENCHMARK_MODEL
-        self.queue.append(self._call("run_python", code=f"open('/workspace/final_model.py', 'w').write({code!r})\nprint('written')"))
+        self.queue.append(self._call("run_python", code=f"open('final_model.py', 'w').write({code!r})\nprint('written')"))
         return [self.queue.pop(0)]
 
     def _submit(self) -> list[ToolCall]:

@@ -89,7 +89,7 @@ def episode(tmp_path: Path, kind: str, script: list, monkeypatch, **override) ->
         try:
             record = run_episode(
                 backend=backend, prompts=load_prompts(), framing="neutral", visible=frame.iloc[:30],
-                test=frame.iloc[30:], data_file=data_file, run_dir=run_dir,
+                test=frame.iloc[30:], data_file=data_file, run_dir=run_dir, workspace=tmp_path / "ws",
                 sandbox_factory=lambda workspace, data: FakeSandbox(workspace),
                 evaluator=fake_evaluator,
             )

@@ -66,6 +66,9 @@ def test_scripted_agent_matches_the_hac_holm_baseline_and_a_rerun_does_nothing(s
     assert (runs["claim"] == runs["baseline_hac_holm"]).all()
     assert runs["sandboxed"].all() and runs["evaluable"].all()
     assert "claim rates by world type" in text and "hac_holm" in text
+    for run_dir in (out / "tiny" / "runs").iterdir():  # the agent sees its workspace path: it must be neutral
+        workspace = json.loads((run_dir / RESULT_FILE).read_text())["workspace"]
+        assert workspace.startswith("ws/") and "r2" not in workspace and "neutral" not in workspace
     copy = _copy(completed, tmp_path)
     mtimes = {p: p.stat().st_mtime_ns for p in (copy / "tiny" / "runs").glob("*/result.json")}
     _prepare(study_file, copy).execute()
