@@ -21,6 +21,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 GOOD_MODEL = "def fit(train):\n    return None\n\n\ndef predict(state, history):\n    return 0.0\n"
@@ -320,3 +321,26 @@ class FakeServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=5)
+
+
+@dataclass
+class FakeSandbox:
+    """A stand-in for the sandbox at the protocol level: ``run_python`` executes nothing and writes
+    the code as the workspace's ``final_model.py`` (the real sandbox is tested in test_sandbox.py)."""
+
+    workspace: Path
+    calls: int = 0
+
+    def run_python(self, code: str):
+        self.calls += 1
+        (self.workspace / "final_model.py").write_text(code)
+
+        class Result:
+            limit_hit = None
+            exit_code = 0
+
+            @staticmethod
+            def observation() -> str:
+                return "exit status 0\nstdout:\nwritten"
+
+        return Result()

@@ -19,7 +19,7 @@ from planted.agents.tools import TOOL_SCHEMAS
 from planted.agents.transcript import EventLog, read_events
 from planted.config import conf_dir
 
-from .fakes import (PROTOCOL, AnthropicModel, Call, ChatModel, Drop, FakeServer, Fault, Pause, Refuse,
+from .fakes import (FakeSandbox, PROTOCOL, AnthropicModel, Call, ChatModel, Drop, FakeServer, Fault, Pause, Refuse,
                     ResponsesModel, Stall, Truncate)
 
 KEYS = {"anthropic": "sk-ant-api03-FAKE-SECRET-0123456789", "openai": "sk-proj-FAKE-SECRET-9876543210",
@@ -44,26 +44,6 @@ def model_config(kind: str) -> dict:
     if kind == "compat":
         config["api_key_env"] = "COMPAT_TEST_KEY"
     return config
-
-
-@dataclass
-class FakeSandbox:
-    """Executes nothing: ``run_python`` writes the code as /workspace/final_model.py."""
-
-    workspace: Path
-
-    def run_python(self, code: str):
-        (self.workspace / "final_model.py").write_text(code)
-
-        class Result:
-            limit_hit = None
-            exit_code = 0
-
-            @staticmethod
-            def observation() -> str:
-                return "exit status 0\nstdout:\nwritten"
-
-        return Result()
 
 
 def fake_evaluator(model_file: Path, train: pd.DataFrame, test: pd.DataFrame) -> Evaluation:

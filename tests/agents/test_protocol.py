@@ -1,37 +1,14 @@
 """The tool rules (SPEC 2.1): prior first, budget, invalid JSON, missing model file, one submission."""
 
 import json
-from dataclasses import dataclass
-from pathlib import Path
-
 import pytest
 
 from planted.agents.protocol import EpisodeProtocol, model_file_problem
 from planted.agents.tools import TOOL_SCHEMAS, ToolArgumentError, ToolCall, parse_arguments
 
+from .fakes import FakeSandbox
+
 GOOD_MODEL = "def fit(train):\n    return None\n\ndef predict(state, history):\n    return 0.0\n"
-
-
-@dataclass
-class FileWritingRunner:
-    """A faithful stand-in for the sandbox at the protocol level: the code is a file to write."""
-
-    workspace: Path
-    calls: int = 0
-
-    def run_python(self, code: str):
-        self.calls += 1
-        (self.workspace / "final_model.py").write_text(code)
-
-        class Result:
-            limit_hit = None
-            exit_code = 0
-
-            @staticmethod
-            def observation() -> str:
-                return "exit status 0"
-
-        return Result()
 
 
 def call(name, **arguments):
@@ -40,7 +17,7 @@ def call(name, **arguments):
 
 @pytest.fixture()
 def protocol(tmp_path):
-    return EpisodeProtocol(FileWritingRunner(tmp_path), tmp_path, budget=3, data_note="Prior recorded. Data: ...")
+    return EpisodeProtocol(FakeSandbox(tmp_path), tmp_path, budget=3, data_note="Prior recorded. Data: ...")
 
 
 def test_every_schema_is_strict():
