@@ -1,6 +1,5 @@
 """The API backends against scripted fake servers on loopback (SPEC 2.5): full episodes, retries, failures."""
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
