@@ -108,9 +108,10 @@ class AnthropicSession:
             "model": config.model_id,
             "max_tokens": config.max_tokens,
             "system": system,
-            "tools": anthropic_tools(tools, strict=config.strict_tools),
             "thinking": {"type": "adaptive"} | ({"display": config.thinking_display} if config.thinking_display else {}),
         }
+        if tools:  # a tool-less exchange (the memorization probe) sends no tools field at all
+            self.request["tools"] = anthropic_tools(tools, strict=config.strict_tools)
         if config.effort:
             self.request["output_config"] = {"effort": config.effort}
         if config.prompt_cache:

@@ -74,12 +74,9 @@ class CompatSession:
         self.client = client
         self.log = log
         self.extra_body = dict(config.extra_body)
-        self.request: dict[str, Any] = {
-            "model": config.model_id,
-            "tools": chat_tools(tools, strict=config.strict_tools),
-            "tool_choice": "auto",
-            **config.sampling,
-        }
+        self.request: dict[str, Any] = {"model": config.model_id, **config.sampling}
+        if tools:  # a tool-less exchange (the memorization probe) sends no tools field at all
+            self.request |= {"tools": chat_tools(tools, strict=config.strict_tools), "tool_choice": "auto"}
         if config.max_tokens:
             self.request["max_tokens"] = config.max_tokens
         if config.effort:

@@ -81,10 +81,11 @@ class OpenAISession:
         self.request: dict[str, Any] = {
             "model": config.model_id,
             "instructions": system,
-            "tools": openai_tools(tools, strict=config.strict_tools),
             "store": False,
             "include": ["reasoning.encrypted_content"],
         }
+        if tools:  # a tool-less exchange (the memorization probe) sends no tools field at all
+            self.request["tools"] = openai_tools(tools, strict=config.strict_tools)
         if reasoning:
             self.request["reasoning"] = reasoning
         if config.max_tokens:

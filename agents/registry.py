@@ -63,6 +63,8 @@ class ModelConfig:
     """Chat completions: server-specific request fields (vLLM's ``top_k``, ``chat_template_kwargs``)."""
     vllm: dict[str, Any] | None = None
     """Launch settings of a local vLLM server (read by the launcher, not by the backend)."""
+    knowledge_cutoff: str | None = None
+    """The model's stated knowledge cutoff ``YYYY-MM`` (read by the memorization probe)."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ModelConfig":

@@ -159,17 +159,60 @@ def cmd_mc(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from planted.agents.runner import prepare_run
+    from planted.agents.vllm_server import planned_url, serving
+    from planted.config import compose_study
 
-    prepared = prepare_run(
-        study=args.study, model=args.model, out=args.out, concurrency=args.concurrency,
-        unsafe_no_sandbox=args.unsafe_no_sandbox, new_dir=args.new_dir, factor_file=args.path,
-        base_url=args.base_url, overrides=args.override or [], progress=not args.quiet,
-        exploratory=args.exploratory,
-    )
-    if args.dry_run:
-        print(prepared.plan())
+    model = compose_study("smoke", args.model)["model"]
+
+    def prepare(base_url: str | None):
+        return prepare_run(
+            study=args.study, model=args.model, out=args.out, concurrency=args.concurrency,
+            unsafe_no_sandbox=args.unsafe_no_sandbox, new_dir=args.new_dir, factor_file=args.path,
+            base_url=base_url, overrides=args.override or [], progress=not args.quiet,
+            exploratory=args.exploratory,
+        )
+
+    if args.dry_run:  # no server launch just to print a plan
+        print(prepare(args.base_url or planned_url(model)).plan())
         return 0
-    print(prepared.execute(limit=args.limit))
+    args.out.mkdir(parents=True, exist_ok=True)
+    with serving(model, base_url=args.base_url, log=args.out / f"vllm-{args.model}.log") as url:
+        print(prepare(url).execute(limit=args.limit))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from planted.agents.vllm_server import serve_forever
+    from planted.config import ConfigError, compose_study
+
+    model = compose_study("smoke", args.model, args.override or [])["model"]
+    if not model.get("vllm"):
+        raise ConfigError(f"model {args.model!r} has no vllm section: nothing to serve locally (try --model qwen)")
+    return serve_forever(model["vllm"], log=args.log)
+
+
+def cmd_probe_memorization(args: argparse.Namespace) -> int:
+    from planted.agents.memorization import knowledge_cutoff, probe_series, run_probe, save_probe
+    from planted.agents.registry import make_backend
+    from planted.agents.transcript import EventLog
+    from planted.agents.vllm_server import serving
+    from planted.config import ConfigError, compose_study
+
+    model = compose_study("smoke", args.model, args.override or [])["model"]
+    cutoff = knowledge_cutoff(model, args.cutoff)
+    series, dataset = probe_series(args.factor, args.data)
+    out = args.out / f"{args.model}-{args.factor}-seed{args.seed}"
+    if out.exists():
+        raise ConfigError(f"{out} already exists; remove it or choose another --out or --seed")
+    out.mkdir(parents=True)
+    with serving(model, base_url=args.base_url, log=out / "vllm.log") as url, EventLog(out / "transcript.jsonl") as log:
+        backend = make_backend(model, base_url=url)
+        result = run_probe(backend, series, cutoff=cutoff, seed=args.seed, log=log, n_before=args.months,
+                           n_after=args.months_after, dataset=dataset,
+                           concurrency=args.concurrency or int(model.get("concurrency", 1)))
+    save_probe(result, out, model_config=model)
+    print(result.summary())
+    print(f"  answers: {out / 'answers.csv'}\n  transcript: {out / 'transcript.jsonl'}")
     return 0
 
 
@@ -248,6 +291,30 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run a frozen study even if its manifest does not verify; every output is labelled exploratory")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
     run.set_defaults(handler=cmd_run)
+
+    serve = commands.add_parser("serve", help="start the local vLLM server of a model config and wait for Ctrl-C")
+    serve.add_argument("--model", default="qwen", help="model config with a vllm section (default: qwen)")
+    serve.add_argument("--log", type=Path, help="server log file (default: a new vllm-*.log in the temp directory)")
+    serve.add_argument("--override", action="append", help="hydra override, e.g. model.vllm.port=8001 (repeatable)")
+    serve.set_defaults(handler=cmd_serve)
+
+    probe = commands.add_parser("probe", help="probes of what a model knows").add_subparsers(
+        dest="probe_command", required=True)
+    memo = probe.add_parser("memorization", help="ask the model, without tools or data, for published factor returns")
+    memo.add_argument("--model", required=True, help="model config under conf/model (not scripted)")
+    memo.add_argument("--factor", choices=("HML", "RMW"), default="HML")
+    memo.add_argument("--months", type=int, default=120, help="months drawn before the knowledge cutoff (default 120)")
+    memo.add_argument("--months-after", type=int, help="months drawn after the cutoff (default: all in the data)")
+    memo.add_argument("--cutoff", help="knowledge cutoff YYYY-MM (default: the model config's knowledge_cutoff)")
+    memo.add_argument("--data", type=Path,
+                      help="Fama-French 5-factor CSV (default: embedded 3-factor HML; RMW uses `planted data fetch`'s copy)")
+    memo.add_argument("--seed", type=int, default=1, help="seed of the month draw")
+    memo.add_argument("--out", type=Path, default=Path("runs") / "memorization",
+                      help="output root; the probe writes OUT/<model>-<factor>-seed<seed>/")
+    memo.add_argument("--base-url", help="use an already running server (no vLLM launch)")
+    memo.add_argument("--concurrency", type=int, help="questions in flight (default: the model config's)")
+    memo.add_argument("--override", action="append", help="hydra override, e.g. model.max_tokens=4000 (repeatable)")
+    memo.set_defaults(handler=cmd_probe_memorization)
 
     prereg = commands.add_parser("prereg", help="freeze and verify preregistered studies").add_subparsers(
         dest="prereg_command", required=True

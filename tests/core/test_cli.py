@@ -48,3 +48,17 @@ def test_bad_input_gives_one_line_and_status_2(tmp_path, capsys):
     assert len(err) == 1 and "r2 must lie in [0, 1)" in err[0]
     assert main(["world", "show", str(tmp_path / "missing")]) == 2
     assert "not a world directory" in capsys.readouterr().err
+
+
+def test_run_dry_run_prints_the_plan_without_launching_anything(tmp_path, capsys):
+    assert main(["run", "--study", "smoke", "--model", "qwen", "--out", str(tmp_path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "11 runs on 9 worlds; 0 done, 11 to run" in out and "qwen" in out and "cost:" in out
+    assert not (tmp_path / "smoke").exists()
+
+
+def test_missing_api_key_is_reported_before_any_world_is_built(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert main(["run", "--study", "smoke", "--model", "opus", "--out", str(tmp_path)]) == 2
+    assert "ANTHROPIC_API_KEY" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
