@@ -175,7 +175,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:  # no server launch just to print a plan
         print(prepare(args.base_url or planned_url(model)).plan())
         return 0
-    args.out.mkdir(parents=True, exist_ok=True)
+    if model.get("vllm") and not args.base_url:
+        args.out.mkdir(parents=True, exist_ok=True)  # for the server log
     with serving(model, base_url=args.base_url, log=args.out / f"vllm-{args.model}.log") as url:
         print(prepare(url).execute(limit=args.limit))
     return 0
