@@ -20,6 +20,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     from planted.agents.backend import FatalBackendError
+    from planted.analysis.loading import StudyDataError
     from planted.agents.grid import StudyConfigMismatch
     from planted.agents.sandbox import SandboxUnavailableError
     from planted.config import ConfigError
@@ -27,7 +28,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from planted.worlds import FactorDataError, WorldFileError, WorldSpecError
 
     return (WorldSpecError, FactorDataError, WorldFileError, StudyConfigMismatch, SandboxUnavailableError,
-            FatalBackendError, ConfigError, PreregistrationError)
+            FatalBackendError, ConfigError, PreregistrationError, StudyDataError)
 
 
 def _add_world_spec_arguments(parser: argparse.ArgumentParser) -> None:
@@ -229,6 +230,28 @@ def cmd_prereg(args: argparse.Namespace) -> int:
     return 0 if drift.ok else 1
 
 
+def _names(text: str) -> list[str]:
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from planted.analysis.report import write_report
+
+    models = [m for item in args.models for m in _names(item)] if args.models else None
+    local = [m for item in args.local_models for m in _names(item)] if args.local_models is not None else None
+    outputs = write_report(
+        args.runs, args.out, args.mc, models=models, local_models=local, seed=args.seed, n_boot=args.n_boot,
+        exploratory=args.exploratory, figures=not args.no_figures,
+    )
+    count = {status: sum(o.status == status for o in outputs) for status in ("written", "skipped", "failed")}
+    print(f"{count['written']} outputs written, {count['skipped']} skipped, {count['failed']} failed")
+    for o in outputs:
+        if o.status == "failed":
+            print(f"  failed: {o.paper}: {o.note}", file=sys.stderr)
+    print(f"index: {Path(args.out) / 'index.md'}")
+    return 1 if count["failed"] else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the ``planted`` command."""
     parser = argparse.ArgumentParser(prog="planted", description=__doc__.splitlines()[0])
@@ -328,6 +351,22 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "freeze":
             sub.add_argument("--no-tag", action="store_true", help="write the files only (no commit, no tag)")
         sub.set_defaults(handler=cmd_prereg)
+
+    report = commands.add_parser("report", help="every table and figure the logged runs support (no model calls)")
+    report.add_argument("--runs", type=Path, nargs="+", required=True,
+                        help="study directories written by `planted run` (runs/<study>), or directories of them")
+    report.add_argument("--out", type=Path, required=True, help="output directory (index.md, CSV, Markdown, PNG, PDF)")
+    report.add_argument("--mc", type=Path, nargs="*", default=[],
+                        help="directories written by `planted mc --out` (power curves, size matching, frontiers)")
+    report.add_argument("--models", nargs="+", help="models to include, in order (space- or comma-separated); "
+                        "the first is the reference model of C1 and C2 (default: order of the --runs directories)")
+    report.add_argument("--local-models", nargs="*", help="models tested as the local arm: G1 and G3 in their own "
+                        "Holm family (default: models served by the openai_compat backend)")
+    report.add_argument("--seed", type=int, default=0, help="seed of every bootstrap interval")
+    report.add_argument("--n-boot", type=int, default=2000, help="bootstrap draws per interval")
+    report.add_argument("--exploratory", action="store_true", help="label every output exploratory")
+    report.add_argument("--no-figures", action="store_true", help="tables only")
+    report.set_defaults(handler=cmd_report)
 
     data = commands.add_parser("data", help="factor data").add_subparsers(dest="data_command", required=True)
     fetch = data.add_parser("fetch", help="download the Fama-French 5-factor file and print its SHA-256")

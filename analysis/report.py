@@ -1,0 +1,525 @@
+"""``planted report``: every table and figure the logs support, written from a study directory.
+
+:func:`write_report` reads one or more study directories (:mod:`planted.analysis.loading`) and,
+optionally, Monte Carlo directories; calls the pure table functions (:mod:`planted.analysis.tables`,
+:mod:`~planted.analysis.summaries`, :mod:`~planted.analysis.matching`,
+:mod:`~planted.analysis.behaviour`) and figure functions (:mod:`planted.analysis.figures`); and
+writes each table as CSV and Markdown, each figure as PNG and PDF, ``report.md`` (everything in
+one file) and ``index.md``: every output with the function that made it and its label, and every
+output that was skipped with the reason. No model is called.
+
+Labels
+------
+An output of a pre-specified analysis is *confirmatory*, one the paper designed after the results
+were known (the stronger baselines, size matching, transcript coding, frontiers, recalibration,
+the cross-model comparison of section 4.2, the decision-rule analyses of F.2) is *exploratory*
+(paper sections 1 and 7.2, Appendix G). When the runs behind an output are labelled exploratory by
+the grid (``analysis_label``: the study was not frozen, or ran with ``--exploratory``), or the
+report is asked to treat them so, every output is exploratory.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import traceback
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Literal, Sequence
+
+import pandas as pd
+
+from planted.baselines.rates import matched_difference
+from planted.analysis import artifact, behaviour, figures, matching, summaries, tables
+from planted.analysis.loading import StudyData, load_mc, load_study_data
+from planted.analysis.tables import Table
+from planted.seeding import as_seed_sequence, generator
+
+Status = Literal["written", "skipped", "failed"]
+DESIGN_NAMES = {"bootstrap": "bootstrap-shock and injected worlds (studies 1-2)", "gaussian": "Gaussian-shock worlds (studies 3-4)"}
+STREAMS = {"calibration": 0, "replicates": 1, "matched_power": 2, "anchors": 3, "models_compared": 4}
+"""Random sub-stream of each bootstrap below the report seed (adding an output never moves another)."""
+PNG_DPI = 200
+FIGURE1_PROCEDURES = ("oracle", "combination", "combination_ct", "rf_ridge", "hac_holm", "ivx_holm")
+"""The baselines Figure 1 draws (paper: pre-specified oracle, combinations, ridge; exploratory HAC and IVX)."""
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output of a report (or one that was skipped).
+
+    Attributes
+    ----------
+    paper : str
+        What it reproduces ("Table D.1", "Figure 1", ...).
+    description : str
+    files : tuple of str
+        Paths relative to the report directory (empty when skipped).
+    functions : tuple of str
+        Qualified names of the functions that computed and drew it.
+    role : str
+        ``confirmatory``, ``exploratory``, or confirmatory with its exploratory parts named.
+    status : {"written", "skipped", "failed"}
+    note : str
+        Sample notes, or why it was skipped / how it failed.
+    """
+
+    paper: str
+    description: str
+    files: tuple[str, ...] = ()
+    functions: tuple[str, ...] = ()
+    role: str = ""
+    status: Status = "written"
+    note: str = ""
+
+
+def _name(func: Callable[..., object]) -> str:
+    return f"{func.__module__}.{func.__qualname__}"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-") or "model"
+
+
+class _Writer:
+    """Writes files and keeps the list of outputs."""
+
+    def __init__(self, out: Path, *, forced_exploratory: bool, strict: bool, figures: bool = True):
+        self.out = out
+        self.figures = figures
+        self.forced = forced_exploratory
+        self.strict = strict
+        self.outputs: list[Output] = []
+        self.sections: list[str] = []
+
+    def role(self, base: str, runs: pd.DataFrame) -> str:
+        labels = set(runs["analysis_label"].dropna().astype(str)) if "analysis_label" in runs.columns else set()
+        if self.forced or "exploratory" in labels:
+            why = "report run with exploratory=True" if self.forced else "run table labelled exploratory"
+            return "exploratory" if base == "exploratory" else f"exploratory ({why})"
+        return base
+
+    def skip(self, paper: str, description: str, reason: str) -> None:
+        self.outputs.append(Output(paper=paper, description=description, status="skipped", note=reason))
+
+    def attempt(self, paper: str, description: str, action: Callable[[], None]) -> None:
+        """Run ``action``; a failure is recorded (or raised when strict) instead of stopping the report."""
+        try:
+            action()
+        except Exception as exc:  # a report with one broken output is still worth writing
+            if self.strict:
+                raise
+            detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
+            self.outputs.append(Output(paper=paper, description=description, status="failed", note=detail))
+
+    def draw(self, paper: str, description: str, action: Callable[[], None]) -> None:
+        """Like :meth:`attempt` for a figure; skipped when figures were not asked for."""
+        if not self.figures:
+            self.skip(paper, description, "figures not asked for (figures=False, --no-figures)")
+            return
+        self.attempt(paper, description, action)
+
+    def table(self, paper: str, table: Table, functions: Sequence[Callable[..., object]], role: str, note: str = "",
+              empty: str = "no runs in the sample this table needs") -> None:
+        if table.data.empty:
+            self.skip(paper, table.title, empty)
+            return
+        csv, md = f"{table.key}.csv", f"{table.key}.md"
+        table.data.to_csv(self.out / csv, index=False, float_format="%.6g")
+        text = table.to_markdown()
+        extra = []
+        if table.exploratory_columns and not role.startswith("exploratory"):
+            extra.append(f"Exploratory columns: {', '.join(table.exploratory_columns)}.")
+        if note:
+            extra.append(note)
+        text += ("\n" + " ".join(extra) + "\n") if extra else ""
+        (self.out / md).write_text(f"{text}\nLabel: {role}.\n", encoding="utf-8")
+        if table.exploratory_columns and role == "confirmatory":
+            role = f"confirmatory; exploratory columns: {', '.join(table.exploratory_columns)}"
+        self.outputs.append(Output(paper=paper, description=table.title, files=(csv, md),
+                                   functions=tuple(_name(f) for f in functions), role=role, note=note))
+        self.sections.append(f"### {paper}\n\n{text}\nLabel: {role}.\n")
+
+    def figure(self, paper: str, stem: str, fig: object, description: str, functions: Sequence[Callable[..., object]],
+               role: str, data: Table | None = None, note: str = "") -> None:
+        files = []
+        for ext in ("png", "pdf"):
+            fig.savefig(self.out / f"{stem}.{ext}", dpi=PNG_DPI)  # type: ignore[attr-defined]
+            files.append(f"{stem}.{ext}")
+        if data is not None and not data.data.empty:
+            data.data.to_csv(self.out / f"{stem}_data.csv", index=False, float_format="%.6g")
+            files.append(f"{stem}_data.csv")
+        self.outputs.append(Output(paper=paper, description=description, files=tuple(files),
+                                   functions=tuple(_name(f) for f in functions), role=role, note=note))
+        self.sections.append(f"### {paper}\n\n![{paper}]({stem}.png)\n\n{description}\n\nLabel: {role}.\n")
+
+
+def _designs(runs: pd.DataFrame) -> list[str]:
+    return [d for d in ("bootstrap", "gaussian") if (runs["design"] == d).any()]
+
+
+def _suffix(design: str) -> str:
+    return "" if design == "bootstrap" else "_gaussian"
+
+
+def _for_design(table: Table, design: str, n_designs: int) -> Table:
+    if n_designs == 1 and design == "bootstrap":
+        return table
+    return replace(table, key=table.key + _suffix(design), title=f"{table.title} — {DESIGN_NAMES[design]}")
+
+
+def _has_replicates(runs: pd.DataFrame) -> bool:
+    neutral = runs[(runs["framing"] == "neutral") & (runs["status"] == "ok")]
+    return bool(neutral.groupby(["model", "world_id"]).size().gt(1).any())
+
+
+def _has_framing(runs: pd.DataFrame) -> bool:
+    return bool((runs["framing"] != "neutral").any())
+
+
+def _mc_summary(mc: pd.DataFrame) -> list[str]:
+    if mc.empty:
+        return []
+    lines = ["| Source | Family | Shocks | R2 levels (%) | Worlds per level | Procedures |", "|---|---|---|---|---|---|"]
+    for (source, family, shocks), g in mc.groupby(["mc_source", "family", "shocks"], dropna=False):
+        levels = sorted(pd.to_numeric(g["r2"]).dropna().unique())
+        per = g.groupby(pd.to_numeric(g["r2"]))["world"].nunique() * g.groupby(pd.to_numeric(g["r2"]))["cell"].nunique()
+        lines.append(f"| {source} | {family} | {shocks} | {', '.join(f'{100 * v:g}' for v in levels)} | "
+                     f"{int(per.min()) if len(per) else 0} | {', '.join(sorted(pd.unique(g['procedure'])))} |")
+    return lines
+
+
+def _index(out: Path, data: StudyData, mc: pd.DataFrame, outputs: list[Output], *, seed: int, n_boot: int,
+           models: Sequence[str], local_models: Sequence[str], forced: bool) -> None:
+    lines = ["# planted report", "",
+             "Every table and figure that the logged runs support, regenerated from the logs without model calls by "
+             "`planted.analysis.report.write_report`. Rates are shares of worlds with Wilson 95% intervals.", "",
+             "## Inputs", "", "| Study | Directory | Models | Runs | Errors | Designs | Label | Transcripts |",
+             "|---|---|---|---|---|---|---|---|"]
+    for s in data.studies:
+        lines.append(f"| {s.name} | {s.path} | {', '.join(s.models)} | {s.n_runs} | {s.n_errors} | {', '.join(s.designs)} | "
+                     f"{', '.join(s.labels) or 'unlabelled'} | {s.transcripts} |")
+    lines += [""] + (_mc_summary(mc) or ["No Monte Carlo simulation given (`--mc`)."])
+    lines += ["", f"Models, in order (the first is the reference of C1 and C2): {', '.join(models)}.",
+              f"Local models (Table 4's separate family): {', '.join(local_models) or 'none'}.",
+              f"Bootstrap seed {seed}, {n_boot} draws per interval.", ""]
+    lines += ["Labels: outputs of pre-specified analyses are confirmatory, those the paper designed after its results "
+              "were known are exploratory; when the runs are labelled exploratory by the grid (an unfrozen study or a "
+              "run with `--exploratory`)" + (" or the report was asked to treat them so" if forced else "")
+              + ", every output is exploratory. An unlabelled run table (written before labels existed) counts as "
+              "confirmatory.", ""]
+    for note in data.notes:
+        lines.append(f"Note: {note}.")
+    lines += ["", "All tables and figures in one file: [report.md](report.md).", "", "## Outputs", "",
+              "| Output | Files | Made by | Label | Notes |", "|---|---|---|---|---|"]
+    for o in outputs:
+        if o.status != "written":
+            continue
+        files = ", ".join(f"[{f}]({f})" for f in o.files)
+        made = "<br>".join(f"`{f}`" for f in o.functions)
+        lines.append(f"| {o.paper} | {files} | {made} | {o.role} | {o.note} |")
+    skipped = [o for o in outputs if o.status != "written"]
+    if skipped:
+        lines += ["", "## Skipped", "", "| Output | Status | Why |", "|---|---|---|"]
+        for o in skipped:
+            lines.append(f"| {o.paper} | {o.status} | {o.note} |")
+    (out / "index.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def write_report(
+    runs_dirs: str | Path | Sequence[str | Path],
+    out_dir: str | Path,
+    mc_dirs: Sequence[str | Path] = (),
+    *,
+    models: Sequence[str] | None = None,
+    local_models: Sequence[str] | None = None,
+    seed: int = 0,
+    n_boot: int = 2000,
+    exploratory: bool = False,
+    strict: bool = False,
+    figures: bool = True,
+) -> list[Output]:
+    """Write every table and figure the logs support, plus ``index.md``; return the outputs.
+
+    Parameters
+    ----------
+    runs_dirs : path or sequence of paths
+        Study directories written by ``planted run`` (or directories of them); several are
+        combined (one model per study directory, several models for the cross-model tables).
+    out_dir : path
+        Created if needed; files are overwritten.
+    mc_dirs : sequence of paths
+        Directories written by ``planted mc --out`` (``mc.parquet``): the simulated power curves,
+        size matching and frontiers need linear worlds with the shocks of the runs' design.
+    models : sequence of str, optional
+        Models to include, in order; the first is the reference model of C1-C2 (default: order of
+        appearance in ``runs_dirs``).
+    local_models : sequence of str, optional
+        Models tested as the local open-weight arm (paper 5.4: G1 and G3, their own Holm family);
+        default: models served by the ``openai_compat`` backend.
+    seed : int
+        Seed of every bootstrap interval (sub-streams per analysis, :data:`STREAMS`).
+    n_boot : int
+        Bootstrap draws per interval.
+    exploratory : bool
+        Label every output exploratory whatever the run table says.
+    strict : bool
+        Raise the first error instead of recording the output as failed.
+    figures : bool
+        Draw the figures (False: tables only, each figure listed as skipped).
+
+    Returns
+    -------
+    list of Output
+        Written, skipped and failed outputs, in the order of ``index.md``.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    data = load_study_data(runs_dirs if not isinstance(runs_dirs, (str, Path)) else [runs_dirs], models=models)
+    mc = load_mc(list(mc_dirs))
+    runs = data.runs
+    model_order = list(models) if models is not None else list(data.models)
+    if local_models is None:
+        backends = runs.drop_duplicates("model").set_index("model")["backend"] if "backend" in runs else pd.Series(dtype=str)
+        local_models = [m for m in model_order if backends.get(m) == "openai_compat"]
+    root = as_seed_sequence(seed)
+    w = _Writer(out, forced_exploratory=exploratory, strict=strict, figures=figures)
+    designs = _designs(runs)
+    single = len(model_order) == 1
+
+    # ---- Table 3 / Table 4: the pre-specified tests
+    boot = runs[runs["design"] == "bootstrap"]
+    if boot.empty:
+        w.skip("Table 3", "Pre-specified tests H1-H6, C1-C3", "no bootstrap-shock runs: Table 3 is the test family of "
+               "studies 1-2 (Gaussian-shock studies are tested in Table 4)")
+    else:
+        note = ("C1-C3 not computed: the cross-model tests need at least two models" if single else "")
+        w.attempt("Table 3", "Pre-specified tests", lambda: w.table(
+            "Table 3", summaries.prespecified_tests(boot, models=[m for m in model_order if m in set(boot["model"])]),
+            [summaries.prespecified_tests], w.role("confirmatory; H1' and H6 exploratory", boot), note))
+    gauss = runs[runs["design"] == "gaussian"]
+    if gauss.empty:
+        w.skip("Table 4", "Pre-specified tests G1-G3 of the Gaussian-shock studies", "no Gaussian-shock runs")
+    else:
+        n_commercial = len([m for m in model_order if m in set(gauss["model"]) and m not in set(local_models)])
+        note = "G2 not computed: it compares at least two (non-local) models" if n_commercial < 2 else ""
+        w.attempt("Table 4", "Pre-specified tests G1-G3", lambda: w.table(
+            "Table 4", summaries.gaussian_tests_table(gauss, models=model_order, local_models=local_models),
+            [summaries.gaussian_tests_table], w.role("confirmatory", gauss), note))
+
+    # ---- claim rates by world type, persistence, deployed forecasts, framing, Figure 2 per design
+    for k, design in enumerate(designs):
+        d = runs[runs["design"] == design]
+        tag = "" if design == "bootstrap" else " (Gaussian)"
+        w.attempt(f"Table D.1{tag}", "Claim rates by world type", lambda: w.table(
+            f"Table D.1{tag}", _for_design(tables.claim_rates_by_world(d), design, len(designs)),
+            [tables.claim_rates_by_world], w.role("confirmatory", d)))
+        if (d["family"] == "linear").any():
+            w.attempt(f"Table D.3{tag}", "Claim rates by persistence", lambda: w.table(
+                f"Table D.3{tag}", _for_design(tables.claim_rates_by_persistence(d), design, len(designs)),
+                [tables.claim_rates_by_persistence], w.role("confirmatory", d)))
+        else:
+            w.skip(f"Table D.3{tag}", "Claim rates by persistence", "no linear worlds")
+        w.attempt(f"Table D.5{tag}", "Deployed test-window OOS R2", lambda: w.table(
+            f"Table D.5{tag}", _for_design(tables.deployed_oos_r2(d, data.baselines[data.baselines["design"] == design]),
+                                           design, len(designs)),
+            [tables.deployed_oos_r2], w.role("confirmatory", d)))
+        coded = d["coded"].astype(bool).any() if "coded" in d.columns else False
+        if coded:
+            w.attempt(f"Table D.4{tag}", "Search behaviour", lambda: w.table(
+                f"Table D.4{tag}", _for_design(behaviour.search_behaviour(d), design, len(designs)),
+                [behaviour.search_behaviour], "exploratory"))
+            w.attempt(f"Potency by R2{tag}", "Potency and gauge by R2", lambda: w.table(
+                f"Potency by R2{tag} (D.5)", _for_design(behaviour.potency_by_signal(d), design, len(designs)),
+                [behaviour.potency_by_signal], "exploratory", empty="no correct claims in linear signal worlds"))
+        else:
+            w.skip(f"Table D.4{tag}", "Search behaviour", "no transcripts on disk to code")
+        if _has_framing(d):
+            w.attempt(f"Framing{tag}", "Claim rates by framing", lambda: w.table(
+                f"Framing rates{tag} (section 3.3, Figure 3B)", _for_design(tables.framing_rates(d), design, len(designs)),
+                [tables.framing_rates], w.role("confirmatory", d), empty="no world was run under all three framings"))
+        else:
+            w.skip(f"Framing rates{tag}", "Claim rates by framing (section 3.3)", "no framing worlds (every run is neutral)")
+        w.draw(f"Figure 2{tag}", "Calibration", lambda: _figure2(w, d, design))
+        w.draw(f"Figure 3{tag}", "Models compared", lambda: _figure3(w, d, design, mc))
+        sim = matching.simulated_linear(mc, design)
+        if sim.empty or not matching.has_null(sim):
+            reason = (f"needs a Monte Carlo simulation of linear {design}-shock worlds with R2=0 (`--mc DIR`, "
+                      f"`planted mc --family linear --shocks {design}`)")
+            for paper in ("Figure 1", "Table D.2", "Appendix D.3 anchors", "Figure D.1"):
+                w.skip(f"{paper}{tag}", paper, reason)
+            continue
+        rng = generator(root, STREAMS["matched_power"], k)
+        w.attempt(f"Table D.2{tag}", "Matched power", lambda: w.table(
+            f"Table D.2{tag}", _for_design(matching.matched_power(d, sim, rng=rng, n_boot=n_boot), design, len(designs)),
+            [matching.matched_power, matched_difference], "exploratory"))
+        rng_a = generator(root, STREAMS["anchors"], k)
+        w.attempt(f"Appendix D.3 anchors{tag}", "Matched level anchors", lambda: w.table(
+            f"Appendix D.3 anchors{tag}", _for_design(matching.matched_anchors(
+                d, sim, data.baselines[data.baselines["design"] == design], rng=rng, n_boot=n_boot), design, len(designs)),
+            [matching.matched_anchors], "exploratory", empty="needs agent runs in linear worlds with R2=0 and 1%"))
+        w.draw(f"Figure 1{tag}", "Power curves", lambda: _figure1(w, d, design, sim))
+        w.draw(f"Figure D.1{tag}", "Frontiers", lambda: _figure_d1(w, d, design, sim))
+
+    # ---- Gaussian against bootstrap worlds
+    if gauss.empty:
+        for paper in ("Table F.1", "Figure 4"):
+            w.skip(paper, "Gaussian-shock worlds against bootstrap worlds", "no Gaussian-shock runs")
+    else:
+        w.attempt("Table F.1", "Gaussian vs bootstrap", lambda: w.table(
+            "Table F.1", tables.gaussian_vs_bootstrap(runs), [tables.gaussian_vs_bootstrap],
+            w.role("confirmatory", gauss)))
+        w.draw("Figure 4", "Gaussian claim rates", lambda: _figure4(w, runs, gauss))
+
+    # ---- pooled over designs (each table carries a design column)
+    w.attempt("Table F.2", "Holdout rule", lambda: w.table(
+        "Table F.2", tables.holdout_rule(runs), [tables.holdout_rule], "exploratory"))
+    w.attempt("Appendix F.2 thresholds", "Probability thresholds", lambda: w.table(
+        "Appendix F.2 thresholds", tables.probability_thresholds(runs), [tables.probability_thresholds], "exploratory"))
+    rng_c = generator(root, STREAMS["calibration"])
+    w.attempt("Calibration (D.4)", "Calibration measures", lambda: w.table(
+        "Calibration (D.4)", summaries.calibration_table(runs, rng=rng_c, n_boot=n_boot),
+        [summaries.calibration_table], w.role("confirmatory; own-model label exploratory", runs)))
+    w.attempt("Table E.2", "Recalibration", lambda: w.table(
+        "Table E.2", summaries.recalibration_table(runs), [summaries.recalibration_table], "exploratory",
+        empty="needs at least five worlds per model and design"))
+    w.attempt("Appendix D.7", "H5 and H6 in detail", lambda: w.table(
+        "Appendix D.7", summaries.prior_and_complexity(runs), [summaries.prior_and_complexity], "exploratory"))
+    rng_e = generator(root, STREAMS["models_compared"])
+    w.attempt("Table E.1", "Models compared", lambda: w.table(
+        "Table E.1", summaries.models_compared(runs, mc=mc, rng=rng_e, n_boot=n_boot, models=model_order),
+        [summaries.models_compared], "exploratory",
+        "one model: a one-column summary (no comparison)" if single else ""))
+    if single:
+        w.skip("Model agreement (section 4.2)", "Cohen's kappa between models", "one model only: agreement between "
+               "models needs at least two models run on the same worlds")
+    else:
+        w.attempt("Model agreement (section 4.2)", "Agreement between models", lambda: w.table(
+            "Model agreement (section 4.2)", summaries.model_agreement_table(runs, models=model_order),
+            [summaries.model_agreement_table], "exploratory", empty="needs two models run on common worlds"))
+    if _has_replicates(runs):
+        rng_r = generator(root, STREAMS["replicates"])
+        w.attempt("Replicates (F.1, F.2)", "Replicate agreement", lambda: w.table(
+            "Replicates (F.1, F.2)", summaries.replicate_table(runs, rng=rng_r, n_boot=n_boot),
+            [summaries.replicate_table], w.role("confirmatory; within-world share and P(disagree) exploratory", runs)))
+    else:
+        w.skip("Replicates (F.1, F.2)", "Run-to-run agreement", "no replicates: no world was run more than once "
+               "under neutral framing")
+    w.attempt("Artifact: runs (5.1, E.1)", "Flagged runs", lambda: w.table(
+        "Artifact: runs (5.1, E.1)", artifact.artifact_runs(runs), [artifact.artifact_runs], "exploratory"))
+    if data.worlds.empty:
+        w.skip("Artifact: worlds (5.1)", "Repeated-value shares", "no world files on disk")
+    else:
+        w.attempt("Artifact: worlds (5.1)", "Repeated-value shares", lambda: w.table(
+            "Artifact: worlds (5.1)", artifact.artifact_worlds(data.worlds, runs), [artifact.artifact_worlds], "exploratory"))
+
+    (out / "report.md").write_text("# planted report: all tables and figures\n\nSee [index.md](index.md) for what made "
+                                   "each output.\n\n" + "\n".join(w.sections), encoding="utf-8")
+    _index(out, data, mc, w.outputs, seed=seed, n_boot=n_boot, models=model_order, local_models=list(local_models),
+           forced=exploratory)
+    (out / "outputs.json").write_text(json.dumps([o.__dict__ for o in w.outputs], indent=1) + "\n", encoding="utf-8")
+    return w.outputs
+
+
+# --------------------------------------------------------------------------------------------
+# Figures (data from the pure modules, drawing from planted.analysis.figures)
+# --------------------------------------------------------------------------------------------
+
+
+def _stack(frames: Sequence[pd.DataFrame | None]) -> pd.DataFrame:
+    """Concatenate the non-empty frames (pandas 2 warns about empty entries)."""
+    kept = [f for f in frames if f is not None and not f.empty]
+    return pd.concat(kept, ignore_index=True) if kept else pd.DataFrame()
+
+
+def _figure1(w: _Writer, runs: pd.DataFrame, design: str, sim: pd.DataFrame) -> None:
+    present = matching.simulated_procedures(sim)
+    nominal = matching.power_curves(sim, procedures=[p for p in present if p in FIGURE1_PROCEDURES] or present)
+    points = tables.rates_by_r2(runs).data
+    per_level = int(sim[sim["procedure"] == sim["procedure"].iloc[0]].groupby(pd.to_numeric(sim["r2"])).size().min())
+    for model in tables.models_of(runs):
+        p = points[(points["model"] == model) & (points["design"] == design)]
+        if p.empty:
+            continue
+        k, n = matching.agent_null_rate(runs[runs["model"] == model])
+        matched = matching.power_curves(sim, matched_rates={model: k / n}, procedures=list(dict.fromkeys(nominal["procedure"]))) if n else None
+        fig = figures.figure1_power(p, nominal, matched, model=model, target_rate=k / n if n else None,
+                                    world_note=f"; lines: {per_level} simulated worlds per R2 level")
+        data = Table(key="", title="", data=_stack([nominal.assign(curve="nominal"),
+                                                     None if matched is None else matched.assign(curve="matched"),
+                                                     p.assign(curve="agent")]))
+        w.figure(f"Figure 1{'' if design == 'bootstrap' else ' (Gaussian)'}: {model}",
+                 f"figure1_power_{design}_{_slug(model)}", fig,
+                 f"Claim rate by true R2, {model}, neutral runs in linear worlds (points, Wilson 95%); simulated baselines "
+                 "at 5% (A) and at the agent's linear-null claim rate (B; CT combination and RF ridge not matched), "
+                 "Wilson bands",
+                 [tables.rates_by_r2, matching.power_curves, figures.figure1_power],
+                 w.role("confirmatory; exploratory: HAC-Holm and IVX lines, panel B (size matching)", runs), data,
+                 "" if n else "no neutral linear null runs: panel B omitted")
+
+
+def _figure2(w: _Writer, runs: pd.DataFrame, design: str) -> None:
+    bins = tables.calibration_bins(runs)
+    if bins.data.empty or bins.data["runs"].sum() == 0:
+        w.skip(f"Figure 2 ({design})", "Calibration", "no runs with a stated probability and an economic label")
+        return
+    tag = "" if design == "bootstrap" else " (Gaussian)"
+    fig = figures.figure2_calibration(bins.data)
+    w.figure(f"Figure 2{tag}", f"figure2_calibration_{design}", fig,
+             "Share of runs in which the oracle beats the benchmark (economic label) by bin of the stated probability, "
+             "all runs of each model, Wilson 95% intervals; lower panels: runs per bin",
+             [tables.calibration_bins, figures.figure2_calibration], w.role("confirmatory", runs), bins)
+
+
+def _figure3(w: _Writer, runs: pd.DataFrame, design: str, mc: pd.DataFrame) -> None:
+    points = tables.rates_by_r2(runs).data
+    framing = tables.framing_rates(runs).data
+    sim = matching.simulated_linear(mc, design)
+    oracle = None
+    if not sim.empty and "oracle" in set(sim["procedure"]):
+        oracle = matching.power_curves(sim, procedures=["oracle"])
+    if points.empty:
+        w.skip(f"Figure 3 ({design})", "Models compared", "no neutral runs in linear worlds")
+        return
+    tag = "" if design == "bootstrap" else " (Gaussian)"
+    notes = []
+    if framing.empty:
+        notes.append("panel B omitted: no world was run under all three framings")
+    if oracle is None:
+        notes.append("no oracle line: no simulation of this design given")
+    fig = figures.figure3_models(points, framing, oracle)
+    data = Table(key="", title="", data=_stack([points.assign(panel="A"), framing.assign(panel="B")]))
+    w.figure(f"Figure 3{tag}", f"figure3_models_{design}", fig,
+             "A: claim rate by true R2, neutral runs in linear worlds, per model (Wilson 95%); dashed: oracle at 5% over "
+             "simulated worlds. B: claim rate by framing in the worlds run under all three framings",
+             [tables.rates_by_r2, tables.framing_rates, figures.figure3_models],
+             w.role("confirmatory", runs) + ("" if len(tables.models_of(runs)) == 1 else "; the comparison across models exploratory"),
+             data, "; ".join(notes))
+
+
+def _figure4(w: _Writer, runs: pd.DataFrame, gauss: pd.DataFrame) -> None:
+    table = tables.gaussian_vs_bootstrap(runs)
+    fig = figures.figure4_gaussian(table.data)
+    w.figure("Figure 4", "figure4_gaussian", fig,
+             "Claim rates in Gaussian-shock worlds (filled, Wilson 95%), bootstrap worlds of the same cells (open; "
+             "unpaired) and HAC-Holm at 5% on the Gaussian worlds (dashed), by R2 and for the persistent null (PN)",
+             [tables.gaussian_vs_bootstrap, figures.figure4_gaussian], w.role("confirmatory", gauss), table)
+
+
+def _figure_d1(w: _Writer, runs: pd.DataFrame, design: str, sim: pd.DataFrame) -> None:
+    curves = matching.frontier_curves(sim)
+    if curves.empty:
+        w.skip(f"Figure D.1 ({design})", "Frontiers", "the simulation has no linear worlds with R2=1%")
+        return
+    points = matching.framing_points(runs)
+    tag = "" if design == "bootstrap" else " (Gaussian)"
+    note = "" if not points.empty else "no agent points: no neutral linear runs at both R2=0 and R2=1%"
+    fig = figures.figure_d1_frontiers(curves, points)
+    data = Table(key="", title="", data=_stack([curves.assign(series="frontier"), points.assign(series="agent")]))
+    w.figure(f"Figure D.1{tag}", f"figure_D1_frontiers_{design}", fig,
+             "Size-power frontiers at R2=1%: simulated claim rate at R2=1% against claim rate in linear null worlds as "
+             "alpha varies (squares: 5%); the agent under each framing with Wilson 95% intervals in both directions",
+             [matching.frontier_curves, matching.framing_points, figures.figure_d1_frontiers], "exploratory", data, note)
+
+
+__all__ = ["Output", "write_report"]

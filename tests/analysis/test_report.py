@@ -1,0 +1,146 @@
+"""``write_report`` end to end: the real smoke study (scripted agent in the sandbox), and simulated
+multi-model studies with Monte Carlo tables, on disk."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from planted.analysis.loading import StudyDataError, load_study_data
+from planted.analysis.report import write_report
+
+from .simulate import Agent
+from .study_files import mc_table, simulated_study, write_mc
+
+
+@pytest.fixture(scope="session")
+def smoke_study(tmp_path_factory) -> Path:
+    """The smoke study run once per session with the scripted agent (or ``PLANTED_SMOKE_STUDY``, a finished one)."""
+    given = os.environ.get("PLANTED_SMOKE_STUDY")
+    if given:
+        return Path(given)
+    from planted.agents.runner import prepare_run
+    from planted.agents.sandbox import SandboxUnavailableError
+
+    out = tmp_path_factory.mktemp("smoke")
+    try:
+        prepared = prepare_run(study="smoke", model="scripted", out=out, concurrency=2 * (os.cpu_count() or 1),
+                               progress=False)
+    except SandboxUnavailableError as exc:
+        pytest.skip(f"the smoke study needs the bubblewrap sandbox: {exc}")
+    prepared.execute()
+    return out / "smoke"
+
+
+def _listed_files(index: str) -> list[str]:
+    return re.findall(r"\]\(([^)]+)\)", index)
+
+
+def _check_index(out: Path, outputs) -> str:
+    index = (out / "index.md").read_text()
+    listed = _listed_files(index)
+    for name in listed:
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    written = {f for o in outputs if o.status == "written" for f in o.files}
+    assert written <= set(listed)
+    on_disk = {p.name for p in out.iterdir()} - {"index.md", "outputs.json"}
+    assert on_disk == written | {"report.md"}
+    for o in outputs:
+        for qualified in o.functions:  # every named function exists
+            module, _, name = qualified.rpartition(".")
+            assert callable(getattr(importlib.import_module(module), name)), qualified
+        if o.status == "written":
+            assert o.role.startswith(("confirmatory", "exploratory")) and o.functions
+    return index
+
+
+def test_smoke_report_lists_only_files_it_wrote(smoke_study, tmp_path):
+    out = tmp_path / "report"
+    outputs = write_report(smoke_study, out, strict=True)
+    index = _check_index(out, outputs)
+    written = {o.paper for o in outputs if o.status == "written"}
+    assert {"Table 3", "Table D.1", "Table D.4", "Table D.5", "Figure 2", "Figure 3", "Table E.1"} <= written
+    skipped = {o.paper: o.note for o in outputs if o.status == "skipped"}
+    assert "one model only" in skipped["Model agreement (section 4.2)"]
+    assert "no Gaussian-shock runs" in skipped["Table 4"]
+    assert "no replicates" in skipped["Replicates (F.1, F.2)"]
+    assert "--mc" in skipped["Figure 1"] and "--mc" in skipped["Table D.2"]
+    assert "C1-C3 not computed" in index and "## Skipped" in index
+    # the smoke study is not frozen: the grid labels its runs exploratory, and so is every output
+    assert all(o.role.startswith("exploratory") for o in outputs if o.status == "written")
+    # the scripted agent is the HAC-Holm test at 5%: its claim rates equal the baseline's on every world type
+    d1 = pd.read_csv(out / "table_D1_claim_rates.csv")
+    np.testing.assert_allclose(d1["agent"], d1["hac_holm"])
+    assert not [o for o in outputs if o.status == "failed"]
+
+
+def test_smoke_report_with_a_simulation_adds_power_curves_and_frontiers(smoke_study, tmp_path):
+    mc = write_mc(tmp_path / "mc", mc_table("bootstrap", per_cell=25, procedures=("oracle", "combination", "hac_holm")))
+    outputs = write_report(smoke_study, tmp_path / "report", [mc], strict=True, n_boot=200)
+    _check_index(tmp_path / "report", outputs)
+    written = {o.paper for o in outputs if o.status == "written"}
+    assert {"Figure 1: scripted", "Table D.2", "Figure D.1"} <= written
+
+
+@pytest.fixture(scope="module")
+def multi_model(tmp_path_factory) -> tuple[Path, list[Path]]:
+    root = tmp_path_factory.mktemp("multi")
+    simulated_study(root / "runs", "bootstrap", [Agent("opus", 0.2, 0.6, 0.15), Agent("sol", 0.18, 0.45, 0.2)], seed=1)
+    simulated_study(root / "runs", "gaussian", [Agent("opus", 0.3, 0.6, kappa=3.0), Agent("qwen", 0.35, 0.4, kappa=0.5)],
+                    seed=2, backends={"qwen": "openai_compat"})
+    mcs = [write_mc(root / "mc-b", mc_table("bootstrap", per_cell=25))]
+    return root / "runs", mcs
+
+
+def test_multi_model_report_has_every_table_and_figure(multi_model, tmp_path):
+    runs, mcs = multi_model
+    out = tmp_path / "report"
+    outputs = write_report(runs, out, mcs, models=["opus", "sol", "qwen"], strict=True, n_boot=100)
+    _check_index(out, outputs)
+    written = {o.paper for o in outputs if o.status == "written"}
+    expected = {"Table 3", "Table 4", "Table D.1", "Table D.1 (Gaussian)", "Table D.2", "Appendix D.3 anchors",
+                "Figure 1: opus", "Figure 1: sol", "Figure 2", "Figure 2 (Gaussian)", "Figure 3", "Figure 4", "Figure D.1",
+                "Table F.1", "Table F.2", "Table E.1", "Table E.2", "Calibration (D.4)", "Model agreement (section 4.2)",
+                "Replicates (F.1, F.2)", "Appendix D.7"}
+    assert expected <= written
+    skipped = {o.paper: o.note for o in outputs if o.status == "skipped"}
+    assert skipped["Table D.4"] == "no transcripts on disk to code"
+    assert "--shocks gaussian" in skipped["Table D.2 (Gaussian)"]  # the simulation given is of bootstrap worlds
+    t3 = pd.read_csv(out / "table3_prespecified_tests.csv")
+    assert set(t3.loc[t3["model"] == "all models", "name"]) == {"C1", "C2", "C3"}
+    t4 = pd.read_csv(out / "table4_gaussian_tests.csv")
+    assert set(t4.loc[t4["model"] == "qwen", "family"]) == {"qwen: G1, G3"}
+    roles = {o.paper: o.role for o in outputs}
+    assert roles["Table 3"].startswith("confirmatory") and roles["Table D.2"] == "exploratory"
+    assert roles["Table 4"] == "confirmatory"
+
+
+def test_report_is_reproducible_and_labels_exploratory_runs(multi_model, tmp_path):
+    runs, mcs = multi_model
+    studies = [runs / "bootstrap-opus"]
+    one = write_report(studies, tmp_path / "one", mcs[:1], n_boot=50, seed=7, figures=False)
+    two = write_report(studies, tmp_path / "two", mcs[:1], n_boot=50, seed=7, exploratory=True, figures=False)
+    for name in ("table_D2_matched_power.csv", "table_calibration.csv", "tableE1_models_compared.csv"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
+    assert {o.paper: o.role for o in one}["Table 3"].startswith("confirmatory")
+    assert all(o.role.startswith("exploratory") for o in two if o.status == "written")
+    assert not [o for o in one if o.paper.startswith("Figure") and o.status == "written"]
+    assert "figures not asked for (figures=False, --no-figures)" in {o.note for o in one if o.paper.startswith("Figure 2")}
+
+
+
+def test_loading_a_subset_of_models_says_which_studies_it_left_out(multi_model):
+    runs, _ = multi_model
+    data = load_study_data(runs, models=["sol", "opus"], code=False)
+    assert data.models == ("sol", "opus")  # the order asked for
+    assert {s.name for s in data.studies} == {"bootstrap-opus", "bootstrap-sol", "gaussian-opus"}
+    assert any("gaussian-qwen" in note and "left out" in note for note in data.notes)
+    assert any("no transcript" in note for note in data.notes)
+    with pytest.raises(StudyDataError, match="no runs"):
+        load_study_data(runs, models=["gpt-7"], code=False)
