@@ -659,12 +659,14 @@ class BwrapSandbox:
                 argv += ["--ro-bind", str(host), str(host)]
         for name in _ETC:
             argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-        made: set[str] = set()
-        for path in _interpreter_paths():
-            argv += _parents(path, made) + ["--ro-bind", path, path]
         argv += ["--proc", "/proc", "--dev", "/dev"]
         for tmpfs in ("/dev/shm", "/tmp"):
             argv += ["--perms", "1777", "--size", str(limits.file_bytes), "--tmpfs", tmpfs]
+        # Interpreter prefixes after the tmpfs mounts: a virtual environment under /tmp (a CI clone)
+        # must stay visible above the sandbox's private /tmp.
+        made: set[str] = set()
+        for path in _interpreter_paths():
+            argv += _parents(path, made) + ["--ro-bind", path, path]
         argv += ["--bind", str(self.workspace), WORKSPACE]
         if self._staged_data is not None:
             argv += ["--ro-bind", str(self._staged_data), DATA_PATH]

@@ -164,8 +164,9 @@ def test_peeking_model_never_sees_a_future_month(tmp_path: Path, small: Frames) 
             except OSError:
                 pass
             os.set_blocking(fd, blocking)
+        prefixes = tuple(p.rstrip("/") + "/" for p in {{sys.prefix, sys.base_prefix}})  # a venv under /tmp (CI)
         files = [os.path.join(r, n) for top in ("/sandbox", "/workspace", "/tmp")
-                 for r, _, names in os.walk(top) for n in names]
+                 for r, _, names in os.walk(top) for n in names if not os.path.join(r, n).startswith(prefixes)]
         unexpected = set(files) - {{"/sandbox/final_model.py", "/sandbox/eval_harness.py"}}
         return 1000.0 * len(future & seen) + (known in seen) + 1e6 * bool(leaked) + 1e7 * bool(unexpected)
     """

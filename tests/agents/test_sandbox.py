@@ -172,7 +172,7 @@ def test_sealed_data_and_host_paths_are_invisible(sandbox: BwrapSandbox, world: 
         f"sealed, repo, skip = {str(world / 'sealed' / 'test.csv')!r}, {str(REPO)!r}, {skip!r}\n"
         f"sentinel = {SENTINEL[:7]!r} + {SENTINEL[7:]!r}\n"
         "out = {'sealed': os.path.exists(sealed), 'sealed_dir': os.path.exists(os.path.dirname(sealed)),\n"
-        "       'repo': os.path.exists(repo), 'root': sorted(os.listdir('/root')),\n"
+        "       'repo': os.path.exists(os.path.join(repo, 'pyproject.toml')), 'root': sorted(os.listdir('/root')),\n"
         "       'top': sorted(os.listdir('/')), 'mounts': open('/proc/self/mountinfo').read(),\n"
         "       'hits': [], 'scanned': []}\n"
         "for top, dirs, files in os.walk('/'):\n"
@@ -188,6 +188,8 @@ def test_sealed_data_and_host_paths_are_invisible(sandbox: BwrapSandbox, world: 
     )
     assert result.exit_code == 0, result.observation()
     out = json.loads(result.stdout)
+    # the repository's files are invisible (its directory itself exists when the virtual environment
+    # lives inside it, as in a CI clone: the interpreter prefix is mounted, nothing else)
     assert not out["sealed"] and not out["sealed_dir"] and not out["repo"]
     assert str(world) not in out["mounts"]  # mount sources are visible: the world's path is not one
     assert out["hits"] == [] and "/workspace/data/data.csv" in out["scanned"]  # the search did run
