@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 from planted.agents.evaluator import evaluate
 from planted.agents.sandbox import BwrapSandbox
 from planted.worlds import WorldSpec, build
@@ -48,6 +50,31 @@ def median_ms(calls: int, func) -> float:
         func()
         times.append(time.perf_counter() - start)
     return 1000 * statistics.median(times)
+
+
+EPISODE_STUDY = {
+    "name": "bench",
+    "seed": 5,
+    "budget": 40,
+    "refit_every": 12,
+    "procedures": ["hac_holm"],
+    "groups": [{"name": "linear", "seeds": 3,
+                "cells": {"family": "linear", "r2": [0.0, 0.01], "phi": 0.95, "rho": -0.8, "shocks": "gaussian"}}],
+}
+
+
+def episodes_per_minute(tmp: str, concurrency: int) -> float:
+    """Wall-clock episodes per minute of the scripted agent over a 6-run study (worlds and baselines excluded)."""
+    from planted.agents.runner import prepare_run
+
+    study = Path(tmp, "bench.yaml")
+    study.write_text(yaml.safe_dump(EPISODE_STUDY))
+    prepared = prepare_run(study=str(study), model="scripted", out=Path(tmp, f"runs-{concurrency}"),
+                           concurrency=concurrency, progress=False)
+    prepared.execute(limit=0)  # worlds and baselines only
+    start = time.perf_counter()
+    prepared.execute()
+    return 6 * 60.0 / (time.perf_counter() - start)
 
 
 def main() -> None:
@@ -86,6 +113,9 @@ def main() -> None:
             f"evaluate(OLS, {len(world.visible)} + {len(world.test)} months)  {seconds:7.2f} s  "
             f"(OOS R2 {result.oos_r2:.4f}, CW {result.cw_stat:.3f})"
         )
+        for concurrency in (1, 2):
+            rate = episodes_per_minute(tmp, concurrency)
+            print(f"scripted episodes per minute at concurrency {concurrency}: {rate:5.1f}")
     print(f"run_python_overhead_ms={sandboxed:.1f}")
 
 
