@@ -289,11 +289,7 @@ def claim_rates_by_world(runs: pd.DataFrame, procedures: Sequence[str] | None = 
     rows = []
     for model in models_of(base):
         for label, group in _by_type(base[base["model"] == model]):
-            row: dict[str, object] = {"model": model, "world": label, "n": len(group)}
-            row |= rate_cells(claims_of(group["claim"]), "agent")
-            for p in procedures:
-                row |= rate_cells(_baseline_claims(group, p), p)
-            rows.append(row)
+            rows.append(_claim_row(group, procedures, model=model, world=label))
     return Table(
         key="table_D1_claim_rates",
         title="Table D.1: share of worlds (%) in which each procedure claims that a model beats the benchmark, "
@@ -301,6 +297,15 @@ def claim_rates_by_world(runs: pd.DataFrame, procedures: Sequence[str] | None = 
         data=pd.DataFrame(rows), formats=(("n", "int"),) + _pct_formats(["agent", *procedures]),
         exploratory_columns=exploratory_procedures(procedures),
     )
+
+
+def _claim_row(group: pd.DataFrame, procedures: Sequence[str], **keys: object) -> dict[str, object]:
+    """One table row: the keys, the number of runs, the agent's and each baseline's claim-rate cells."""
+    row: dict[str, object] = {**keys, "n": len(group)}
+    row |= rate_cells(claims_of(group["claim"]), "agent")
+    for p in procedures:
+        row |= rate_cells(_baseline_claims(group, p), p)
+    return row
 
 
 def _signal_class(r2: float) -> tuple[int, str]:
@@ -325,11 +330,7 @@ def claim_rates_by_persistence(runs: pd.DataFrame, procedures: Sequence[str] | N
     for model in models_of(base):
         m = base[base["model"] == model]
         for (_, label, phi, rho), group in m.groupby(["_order", "_class", "phi", "rho"], sort=True):
-            row: dict[str, object] = {"model": model, "signal": label, "phi": phi, "rho": rho, "n": len(group)}
-            row |= rate_cells(claims_of(group["claim"]), "agent")
-            for p in procedures:
-                row |= rate_cells(_baseline_claims(group, p), p)
-            rows.append(row)
+            rows.append(_claim_row(group, procedures, model=model, signal=label, phi=phi, rho=rho))
     return Table(
         key="table_D3_persistence",
         title="Table D.3: claim rates (%) by predictor persistence phi and shock correlation rho, neutral runs in "
