@@ -196,7 +196,16 @@ def test_stopped_after_an_exception_in_the_block(fake_vllm, tmp_path):
     assert_all_gone(pids)
 
 
-def test_stopped_after_ctrl_c(fake_vllm, tmp_path):
+@pytest.fixture()
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt during the test, even when the runner was started with SIGINT
+    ignored (a background job without job control, as in some CI runners)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_stopped_after_ctrl_c(fake_vllm, tmp_path, ctrl_c_raises):
     with pytest.raises(KeyboardInterrupt):
         with VllmServer(qwen_config()["vllm"], log=tmp_path / "vllm.log", poll_interval_s=0.05):
             pids = fake_vllm.pids()
@@ -256,7 +265,7 @@ def test_port_in_use_is_refused(fake_vllm, tmp_path):
     assert not (tmp_path / "argv.json").exists(), "vllm must not have been started"
 
 
-def test_serve_forever_until_ctrl_c(fake_vllm, tmp_path):
+def test_serve_forever_until_ctrl_c(fake_vllm, tmp_path, ctrl_c_raises):
     out = io.StringIO()
     settings = qwen_config()["vllm"]
     recorded: list[int] = []
