@@ -254,7 +254,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the ``planted`` command."""
-    parser = argparse.ArgumentParser(prog="planted", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="planted", description="Score LLM research agents as statistical tests on worlds with a planted truth."
+    )
     parser.add_argument("--version", action="version", version=f"planted {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
