@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from planted.agents.backend import Backend, FatalBackendError
 from planted.agents.retry import Prices, RetryPolicy
+from planted.config import check_keys
 
 BACKENDS = ("scripted", "anthropic", "openai", "openai_compat")
 DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
@@ -75,13 +76,8 @@ class ModelConfig:
         ValueError
             Unknown backend, unknown or missing keys, or a backend whose required settings are absent.
         """
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown model config keys {sorted(unknown)}; known: {', '.join(sorted(known))}")
-        missing = {"backend", "model_id", "prices"} - set(data)
-        if missing:
-            raise ValueError(f"model config lacks {sorted(missing)}")
+        check_keys(data, {f.name for f in fields(cls)}, {"backend", "model_id", "prices"}, what="model config",
+                   error=ValueError)
         if data["backend"] not in BACKENDS:
             raise ValueError(f"unknown backend {data['backend']!r}; choose from {', '.join(BACKENDS)}")
         values = dict(data)

@@ -36,6 +36,7 @@ from types import FrameType
 from typing import Any, ContextManager, Iterator, Mapping, TextIO
 
 from planted.agents.backend import FatalBackendError
+from planted.config import check_keys
 
 INSTALL_HINT = "pip install 'planted[local]'"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -99,13 +100,8 @@ class VllmSettings:
             return data
         if not data:
             raise VllmServerError("the model config has no vllm section: nothing to launch (use --base-url for a running server)")
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise VllmServerError(f"unknown vllm settings {sorted(unknown)}; known: {', '.join(sorted(known))}")
-        missing = {"hf_repo", "revision", "served_model_name"} - set(data)
-        if missing:
-            raise VllmServerError(f"the vllm settings lack {sorted(missing)}")
+        check_keys(data, {f.name for f in fields(cls)}, {"hf_repo", "revision", "served_model_name"},
+                   what="vllm settings", error=VllmServerError)
         values = dict(data)
         values["extra_args"] = tuple(str(arg) for arg in data.get("extra_args") or ())
         settings = cls(**values)

@@ -16,6 +16,24 @@ class ConfigError(ValueError):
     """A study, model or override that cannot be used; the message names it and the alternatives."""
 
 
+def check_keys(
+    data: Any, known: set[str], required: set[str], *, what: str, error: type[Exception] = ConfigError
+) -> None:
+    """Refuse unknown keys (a typo must not pass silently) and missing required keys of a config section.
+
+    Raises
+    ------
+    error
+        Naming the unknown keys (and the known ones) or the missing ones, prefixed by ``what``.
+    """
+    unknown = set(data) - known
+    if unknown:
+        raise error(f"unknown {what} keys {sorted(unknown)}; known: {', '.join(sorted(known))}")
+    missing = required - set(data)
+    if missing:
+        raise error(f"{what} lacks {sorted(missing)}")
+
+
 def conf_dir() -> Path:
     """Absolute path of the installed configuration tree."""
     return Path(str(resources.files("planted.conf")))
