@@ -120,3 +120,38 @@ def test_sigkill_mid_grid_then_rerun_logs_every_run_exactly_once(study_file, tmp
     for path in (out / "tiny" / "runs").iterdir():
         events = read_events(path / "transcript.jsonl")
         assert sum(e["event"] == "episode_start" for e in events) == 1  # interrupted runs restarted from scratch
+
+
+class FailingAfter:
+    """A backend whose sessions work (as the scripted researcher) until ``allowed`` episodes have
+    started, then fail as an exhausted API credit would."""
+
+    name = "failing"
+
+    def __init__(self, allowed: int):
+        from planted.agents.scripted import ScriptedBackend
+
+        self.inner, self.allowed, self.started = ScriptedBackend(), allowed, 0
+
+    def open_session(self, **kwargs):
+        from planted.agents.backend import FatalBackendError
+
+        self.started += 1
+        if self.started > self.allowed:
+            raise FatalBackendError("credit balance is too low (HTTP 400): add credit or wait")
+        return self.inner.open_session(**kwargs)
+
+
+def test_a_fatal_backend_error_stops_the_grid_and_keeps_finished_runs(study_file, tmp_path):
+    from planted.agents.backend import FatalBackendError
+
+    prepared = _prepare(study_file, tmp_path / "runs", concurrency=1)
+    prepared.context.backend = FailingAfter(allowed=2)
+    with pytest.raises(FatalBackendError, match="credit balance"):
+        prepared.execute()
+    root = tmp_path / "runs" / "tiny" / "runs"
+    finished = [p for p in root.iterdir() if (p / RESULT_FILE).is_file()]
+    assert len(finished) == 2  # the grid stopped at once; nothing recorded the fatal error as an agent failure
+    _prepare(study_file, tmp_path / "runs").execute()
+    runs = pd.read_parquet(tmp_path / "runs" / "tiny" / "runs.parquet")
+    assert len(runs) == 5 and runs["run_id"].is_unique and (runs["status"] == "ok").all()
