@@ -333,10 +333,12 @@ def _one_world(
     grams[:, diagonal, diagonal] += penalty * window
     duals = np.linalg.solve(grams, targets[..., None])
     forecasts = np.matmul(kernels, duals)[..., 0]
-    for j in np.flatnonzero(usable):
-        m_r = refits[j]
-        served = np.arange(m_r, min(m_r + refit_every, last_target))
-        fc[served] = np.where(valid_row[served - 1 - row_lo], forecasts[j, : served.size], np.nan)
+    for k in np.flatnonzero(usable).tolist():
+        m_r = int(refits[k])
+        targets_served = np.arange(m_r, min(m_r + refit_every, last_target))
+        fc[targets_served] = np.where(
+            valid_row[targets_served - 1 - row_lo], forecasts[k, : targets_served.size], np.nan
+        )
 
 
 def _window_sums(work: _Workspace, start: int) -> None:

@@ -67,7 +67,7 @@ def summarise(table: pd.DataFrame, alpha: float = 0.05, match_null_rate: float |
 def rate_table(table: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     """Claim rates as a table: one row per procedure, one column per level, ``rate [lo, hi]`` strings."""
     data = _keyed(table)
-    cells = {}
+    cells: dict[str, dict[str, str]] = {}
     for (procedure, level), group in data.groupby(["procedure", "level"], sort=False):
         rate = claim_rate(group["decision_p"].to_numpy(), alpha)
         cells.setdefault(procedure, {})[level] = f"{rate.rate:.1%} [{rate.low:.1%}, {rate.high:.1%}]"

@@ -62,7 +62,9 @@ def generator(parent: np.random.SeedSequence, *key: int) -> np.random.Generator:
 def describe(seq: np.random.SeedSequence) -> dict[str, object]:
     """Return a JSON-ready description (entropy, spawn key) from which ``seq`` can be rebuilt."""
     entropy = seq.entropy
+    if entropy is None:  # pragma: no cover - a constructed SeedSequence always has entropy
+        raise ValueError("seed sequence without entropy")
     return {
-        "entropy": int(entropy) if isinstance(entropy, (int, np.integer)) else list(entropy),
+        "entropy": int(entropy) if isinstance(entropy, (int, np.integer)) else [int(e) for e in entropy],
         "spawn_key": [int(k) for k in seq.spawn_key],
     }
