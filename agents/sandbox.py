@@ -61,7 +61,7 @@ import weakref
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal, Protocol, Sequence
+from typing import Any, Callable, Literal, Protocol, Sequence
 
 LimitHit = Literal["wall_time", "cpu_time", "memory", "processes", "output", "file_size"]
 """Which limit stopped a run."""
@@ -688,14 +688,7 @@ class BwrapSandbox:
         self, python_args: Sequence[str], files_dir: Path | None, *, stdin: int, pass_fds: Sequence[int] = ()
     ) -> subprocess.Popen:
         """Start :meth:`command` with piped stdout/stderr in a new session (see :func:`kill_process_tree`)."""
-        return subprocess.Popen(
-            self.command(python_args, files_dir),
-            stdin=stdin,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=tuple(pass_fds),
-            start_new_session=True,
-        )
+        return _start(self.command(python_args, files_dir), stdin=stdin, pass_fds=pass_fds)
 
     def run_python(self, code: str) -> RunResult:
         """Run ``code`` as ``__main__`` in a fresh sandboxed Python process.
@@ -723,6 +716,14 @@ class BwrapSandbox:
                 "bwrap needs to create mount, PID and network namespaces: run as root, or enable "
                 "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)."
             )
+
+
+def _start(argv: list[str], *, stdin: int, pass_fds: Sequence[int], **kwargs: Any) -> subprocess.Popen:
+    """Start ``argv`` with piped stdout/stderr in a new session (so the whole tree can be killed)."""
+    return subprocess.Popen(
+        argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=tuple(pass_fds),
+        start_new_session=True, **kwargs,
+    )
 
 
 def _parents(path: str, made: set[str]) -> list[str]:
@@ -785,16 +786,10 @@ class UnsafeLocalSandbox:
         self, python_args: Sequence[str], files_dir: Path | None, *, stdin: int, pass_fds: Sequence[int] = ()
     ) -> subprocess.Popen:
         """Start ``sys.executable *python_args`` under ``prlimit`` in the workspace, in a new session."""
-        tmp = tempfile.gettempdir()
-        return subprocess.Popen(
+        return _start(
             [*_rlimits(self._prlimit, self.limits, processes=False), sys.executable, *python_args],
-            cwd=self.workspace,
-            env=_environment(self.limits, home=str(self.workspace), tmp=tmp),
-            stdin=stdin,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=tuple(pass_fds),
-            start_new_session=True,
+            stdin=stdin, pass_fds=pass_fds, cwd=self.workspace,
+            env=_environment(self.limits, home=str(self.workspace), tmp=tempfile.gettempdir()),
         )
 
     def run_python(self, code: str) -> RunResult:
