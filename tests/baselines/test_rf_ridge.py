@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from planted.baselines.rf_ridge import expanding_std, rf_ridge_forecasts, sincos
+from planted.baselines.rf_ridge import expanding_std, rf_ridge_forecasts
 
 K = 9
 
@@ -68,16 +68,6 @@ def loop_reference(returns, predictors, weights, first, last, refit_every=1, win
                 if np.isfinite(x_pred).all():
                     fc[i, m] = features(x_pred) / sd @ beta
     return fc
-
-
-def test_sincos_matches_numpy():
-    rng = np.random.default_rng(0)
-    angles = np.concatenate([rng.standard_normal((40, 500)) * 8, rng.uniform(-1e5, 1e5, (10, 500))])
-    cos = np.empty_like(angles)
-    sin = np.empty((50, 1000))[:, 250:750]  # a strided output view, as the feature matrix halves
-    sincos(angles, cos, sin)
-    assert np.abs(cos - np.cos(angles)).max() <= 2 * np.finfo(float).eps  # within two units of the last place
-    assert np.abs(sin - np.sin(angles)).max() <= 2 * np.finfo(float).eps
 
 
 def test_expanding_std_matches_nanstd_through_each_month():
@@ -173,7 +163,9 @@ def test_first_months_and_missing_rows_give_nan():
 
 def test_rejects_bad_shapes_and_ranges():
     returns, predictors = make_worlds(16, n=2, months=40)
-    weights = np.zeros((5, K))
+    weights = np.zeros((6, K))
+    with pytest.raises(ValueError, match="even number"):
+        rf_ridge_forecasts(returns, predictors, weights[:5], first_target=20, last_target=40)
     with pytest.raises(ValueError):
         rf_ridge_forecasts(returns, predictors[:, :8], weights, first_target=20, last_target=40)
     with pytest.raises(ValueError):
