@@ -133,7 +133,7 @@ def ivx_bandwidth(n: int) -> int:
 
 def _vdot(a: Float64Array, b: Float64Array) -> Float64Array:
     """Inner product along the last axis, broadcasting over the leading axes."""
-    return np.vecdot(a, b, axis=-1)
+    return np.vecdot(a, b)
 
 
 def ivx_wald(y: Float64Array, x: Float64Array) -> IvxResult:

@@ -188,7 +188,7 @@ def _polish(
     kkt = np.where(
         active, solution * signs > 0, np.abs(gradient) <= penalty[:, None] * (1.0 + _KKT_SLACK)
     )
-    return solution, kkt.all(axis=1)
+    return solution, np.asarray(kkt.all(axis=1), dtype=bool)
 
 
 def lasso_fits(
@@ -439,7 +439,7 @@ def lasso_forecasts(
     if refits.size == 0:
         return out
     fits = lasso_fits(returns, predictors, refits, n_alphas=n_alphas, n_folds=n_folds)
-    for j, t in enumerate(refits):
+    for j, t in enumerate(refits.tolist()):
         targets = np.arange(max(t + 1, first_target), min(t + refit_every + 1, last_target))
         x = np.moveaxis(predictors[:, :, targets - 1], 1, 2)  # (n, m, K)
         centred = (x - fits.mean[:, j, None, :]) / fits.scale[:, j, None, :]

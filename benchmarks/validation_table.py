@@ -1,13 +1,15 @@
 """Regenerate ``docs/validation.md``: claim rates at the nominal 5% level of every baseline procedure.
 
-Linear worlds: 1,000 per cell (4,000 per R2 level) for every procedure but the lasso and the
-random-features ridge, ``--small-per-cell`` (default 200: 800 per level) for those two, whose cost per
-world is 10-100 times larger; with gaussian and with bootstrap shocks; trap worlds: 1,000 each
-(``--small-per-cell`` for the two). Wilson 95% intervals. Simulation results are kept under ``--out``
-(resumable: rerunning the same command continues where it stopped).
+Linear worlds: ``--per-cell`` (default 1,000: 4,000 per R2 level) for every procedure but the lasso,
+``--lasso-per-cell`` (default 200: 800 per level) for the lasso, whose cost per world is ten times
+that of the others together; with gaussian and with bootstrap shocks; trap worlds: ``--per-cell``
+each (``--lasso-per-cell`` for the lasso). Wilson 95% intervals. The simulations of the cheap
+procedures, of the random-features ridge and of the lasso are kept in separate directories under
+``--out`` (resumable: rerunning the same command continues where it stopped, and a cheaper table
+can be regenerated without redoing the ridge).
 
-Usage: ``python benchmarks/validation_table.py --n-jobs 2 --out mc-validation`` (about 45 minutes on
-2 cores); ``--small-per-cell 1000`` gives every procedure 4,000 worlds per level (about 4 hours).
+Usage: ``python benchmarks/validation_table.py --n-jobs 2 --out mc-validation`` (about an hour on 2
+cores, most of it the random-features ridge).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from planted.baselines.summary import rate_table
 from planted.worlds import WorldSpec
 
 TRAPS = ("persistent_null", "momentum_null", "reversal", "regime")
-EXPENSIVE = ("lasso", "rf_ridge")
+SEPARATE = ("rf_ridge", "lasso")
+"""Procedures simulated in directories of their own (their cost per world dwarfs the others')."""
 LEVELS = [0.0, 0.0025, 0.005, 0.01, 0.02, 0.04]
 
 
@@ -36,25 +39,29 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("mc-validation"))
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--per-cell", type=int, default=1000)
-    parser.add_argument("--small-per-cell", type=int, default=200, help="worlds per cell for the lasso and rf_ridge")
+    parser.add_argument("--lasso-per-cell", type=int, default=200, help="worlds per cell for the lasso")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--doc", type=Path, default=Path("docs/validation.md"))
     args = parser.parse_args()
-    main_procs = [p for p in PROCEDURES if p not in EXPENSIVE]
-    small = [p for p in EXPENSIVE if p in PROCEDURES]
-    n_small = f"{', '.join(small)}: {4 * args.small_per_cell:,}"
+    groups = [("", [p for p in PROCEDURES if p not in SEPARATE], args.per_cell),
+              ("-rf", ["rf_ridge"], args.per_cell), ("-lasso", ["lasso"], args.lasso_per_cell)]
     sections = []
     for shocks in ("gaussian", "bootstrap"):
-        tables = [run(linear_grid(LEVELS, shocks), args.per_cell, main_procs, args.out / f"linear-{shocks}", args.n_jobs, args.seed)]
-        tables.append(run(linear_grid(LEVELS, shocks), args.small_per_cell, small, args.out / f"linear-{shocks}-small", args.n_jobs, args.seed))
-        table = rate_table(pd.concat(tables, ignore_index=True))
-        table.columns = [f"R2={float(c):.2%}" for c in table.columns]
-        sections.append((f"Linear worlds, {shocks} shocks ({4 * args.per_cell:,} worlds per R2 level; {n_small})", table))
+        linear = linear_grid(LEVELS, shocks)
+        per_level = len(linear) // len(LEVELS)  # the phi x rho cells pooled in a column
         traps = [WorldSpec(family=f, shocks=shocks) for f in TRAPS]
-        trap_tables = [run(traps, args.per_cell, main_procs, args.out / f"traps-{shocks}", args.n_jobs, args.seed),
-                       run(traps, args.small_per_cell, small, args.out / f"traps-{shocks}-small", args.n_jobs, args.seed)]
-        sections.append((f"Trap worlds, {shocks} shocks ({args.per_cell:,} worlds each; {', '.join(small)}: "
-                         f"{args.small_per_cell:,})", rate_table(pd.concat(trap_tables, ignore_index=True))))
+        titles = {
+            "linear": f"Linear worlds, {shocks} shocks ({per_level * args.per_cell:,} worlds per R2 level; "
+                      f"lasso: {per_level * args.lasso_per_cell:,})",
+            "traps": f"Trap worlds, {shocks} shocks ({args.per_cell:,} worlds each; lasso: {args.lasso_per_cell:,})",
+        }
+        for family, cells in (("linear", linear), ("traps", traps)):
+            tables = [run(cells, per_cell, procedures, args.out / f"{family}-{shocks}{suffix}", args.n_jobs, args.seed)
+                      for suffix, procedures, per_cell in groups]
+            table = rate_table(pd.concat(tables, ignore_index=True))
+            if family == "linear":
+                table.columns = [f"R2={float(c):.2%}" for c in table.columns]
+            sections.append((titles[family], table))
     lines = [
         "# Validation: claim rates of the baseline procedures at the nominal 5% level",
         "",
@@ -62,7 +69,8 @@ def main() -> None:
         "95% intervals, pooled over the phi and rho cells. Rows: procedures; columns: population R2 of the",
         "planted predictor (R2 = 0 columns are sizes, the others powers). Regenerate with",
         "",
-        f"    python benchmarks/validation_table.py --n-jobs {args.n_jobs} --out {args.out} --small-per-cell {args.small_per_cell}",
+        f"    python benchmarks/validation_table.py --n-jobs {args.n_jobs} --out mc-validation --per-cell {args.per_cell} "
+        f"--lasso-per-cell {args.lasso_per_cell}",
         "",
         f"(seed {args.seed} of the simulation domain, disjoint from agent worlds).",
     ]

@@ -215,7 +215,7 @@ def _momentum_null(spec: S.WorldSpec, seeds, pool: ShockPool) -> RawBatch:
             )
         attempts = range(first_attempt, min(first_attempt + MOMENTUM_ATTEMPTS_PER_ROUND, rule["max_tries"]))
         draws = np.empty((len(pending), len(attempts), length))
-        draw_ids = np.empty(draws.shape, dtype=np.int64) if ids is not None else None
+        draw_ids = np.zeros(draws.shape, dtype=np.int64)  # pool indices (bootstrap shocks only)
         for p, world in enumerate(pending):
             for a, attempt in enumerate(attempts):
                 rng = generator(seeds[world], STREAMS["return_shocks"], attempt)
