@@ -302,7 +302,7 @@ int rf_grams(const double *features, long n_rows, long n_features, const ptrdiff
     double sum1[RF_BLOCK] __attribute__((aligned(64))), sum2[RF_BLOCK] __attribute__((aligned(64)));
     double weight[RF_BLOCK] __attribute__((aligned(64))), dots[TILE][TILE];
     memset(grams, 0, n_refits * window * window * sizeof *grams);
-    memset(kernels, 0, n_refits * max_served * window * sizeof *kernels);
+    if (max_served > 0) memset(kernels, 0, n_refits * max_served * window * sizeof *kernels);
     for (long p0 = 0; p0 < n_features; p0 += RF_BLOCK) {
         const long len = n_features - p0 < RF_BLOCK ? n_features - p0 : RF_BLOCK;
         const double *block = features + (p0 / RF_BLOCK) * n_rows * RF_BLOCK; /* (n_rows x RF_BLOCK) */
@@ -324,7 +324,8 @@ int rf_grams(const double *features, long n_rows, long n_features, const ptrdiff
             /* Prediction rows past served[j] repeat the last training row (their results are dropped). */
             for (long c = 0; c < max_served; c++)
                 rows[window + c] = block + (c < served[j] ? start + window + c : start + window - 1) * RF_BLOCK;
-            double *gram = grams + j * window * window, *kern = kernels + j * max_served * window;
+            double *gram = grams + j * window * window;
+            double *kern = max_served > 0 ? kernels + j * max_served * window : NULL;
             for (int k = 0; k < n_tiles; k++) {
                 const Tile *tile = &tiles[k];
                 if (tile->height == TILE) {

@@ -100,7 +100,7 @@ def test_features_reject_odd_frequency_counts_and_wrong_shapes():
 
 
 @pytest.mark.parametrize(
-    ("window", "step", "max_served"), [(12, 1, 1), (12, 12, 12), (5, 1, 1), (7, 3, 4), (6, 1, 3)]
+    ("window", "step", "max_served"), [(12, 1, 1), (12, 12, 12), (5, 1, 1), (7, 3, 4), (6, 1, 3), (12, 1, 0)]
 )
 def test_grams_and_kernel_rows_match_the_definition(window, step, max_served):
     rng = np.random.default_rng(3)
