@@ -146,8 +146,8 @@ def rf_ridge_forecasts(
     its baseline builds (tested); sin and cos are computed there too (fdlibm's polynomials), not by
     the C library. Memory: one feature array of ``(last_target - first_target + window + 1) * P *
     8`` bytes, reused across the worlds of a call. On one core of the development machine (AMD
-    EPYC, Zen 3) a world costs about 0.23 ms per refit, features included (82 ms for the 350
-    monthly pseudo-OOS refits and the 25 test refits); see ``docs/performance.md``.
+    EPYC, Zen 3) a world costs 80-95 ms: the 350 monthly pseudo-OOS refits and the 30 test refits,
+    features included; see ``docs/performance.md``.
 
     References
     ----------
