@@ -29,7 +29,8 @@ static inline __attribute__((always_inline)) v4d load4(const double *p) {
 
 /* ---------------------------------------------------------------------------------------------
  * sin and cos: Cody-Waite reduction by pi/2 (three-part constant) and the fdlibm kernels
- * (Sun Microsystems' freely distributable libm, k_sin.c / k_cos.c, minimax on [-pi/4, pi/4]).
+ * (Sun Microsystems' freely distributable libm, k_sin.c / k_cos.c, minimax on [-pi/4, pi/4]), their
+ * polynomials in z = r^2 evaluated by Estrin's scheme (shorter dependency chains than Horner's).
  * For |x| <= REDUCTION_LIMIT the quotient n < 2^19 and n * PIO2_1, n * PIO2_2 are exact, so the
  * reduced argument is accurate to about one unit in its last place; the results agree with a
  * correctly rounded sin/cos to a few units in the last place. Larger angles (never produced by
@@ -57,10 +58,12 @@ static inline __attribute__((always_inline)) void sincos4(v4d x, v4d *cos_x, v4d
     const v4d q = shifted - ROUND_MAGIC;
     const v4i quadrant = (v4i)shifted & 3;
     const v4d r = ((x - q * PIO2_1) - q * PIO2_2) - q * PIO2_2T;
-    const v4d z = r * r;
-    const v4d s = r + (z * r) * (S1 + z * (S2 + z * (S3 + z * (S4 + z * (S5 + z * S6)))));
+    const v4d z = r * r, z2 = z * z;
+    const v4d ps = (S1 + z * S2) + z2 * ((S3 + z * S4) + z2 * (S5 + z * S6));
+    const v4d pc = (C1 + z * C2) + z2 * ((C3 + z * C4) + z2 * (C5 + z * C6));
+    const v4d s = r + (z * r) * ps;
     const v4d hz = 0.5 * z, w = 1.0 - hz;
-    const v4d c = w + (((1.0 - w) - hz) + z * (z * (C1 + z * (C2 + z * (C3 + z * (C4 + z * (C5 + z * C6)))))));
+    const v4d c = w + (((1.0 - w) - hz) + z * (z * pc));
     /* quadrant 0: (c, s), 1: (-s, c), 2: (-c, -s), 3: (s, -c); a sign is the top bit */
     const v4i swap = (quadrant & 1) == 1, bits_s = (v4i)s, bits_c = (v4i)c;
     const v4i cos_bits = (swap & bits_s) | (~swap & bits_c), sin_bits = (swap & bits_c) | (~swap & bits_s);
