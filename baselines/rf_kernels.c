@@ -101,70 +101,92 @@ void rf_sincos(const double *angles, long n, double *out_cos, double *out_sin) {
     }
 }
 
-PLANTED_CLONES
-void rf_features(const double *inputs, long n_rows, long n_inputs, const double *scaled_weights_t, long half,
-                 double *features) {
-    v4i large = {0};
-    for (long h0 = 0; h0 < half; h0 += RF_BLOCK / 2) {
-        const long len = half - h0 < RF_BLOCK / 2 ? half - h0 : RF_BLOCK / 2;
-        double *block = features + (h0 / (RF_BLOCK / 2)) * n_rows * RF_BLOCK;
-        for (long r = 0; r < n_rows; r++) {
-            const double *x = inputs + r * n_inputs;
-            double *row = block + r * RF_BLOCK;
-            long h = 0;
-            for (; h + 4 <= len; h += 4) {
-                v4d angle = x[0] * load4(scaled_weights_t + h0 + h);
-                for (long k = 1; k < n_inputs; k++) angle += x[k] * load4(scaled_weights_t + k * half + h0 + h);
-                v4d c, s;
-                sincos4(angle, &c, &s, &large);
-                memcpy(row + h, &c, sizeof c);
-                memcpy(row + len + h, &s, sizeof s);
-            }
-            for (; h < len; h++) { /* len is even: at most two frequencies left, padded to four lanes */
-                double angle = x[0] * scaled_weights_t[h0 + h];
-                for (long k = 1; k < n_inputs; k++) angle += x[k] * scaled_weights_t[k * half + h0 + h];
-                v4d c, s;
-                sincos4((v4d){angle, 0.0, 0.0, 0.0}, &c, &s, &large);
-                row[h] = c[0];
-                row[len + h] = s[0];
-            }
+/* ---------------------------------------------------------------------------------------------
+ * Features. One row of a block: the angles a_h = sum_k x_k * scaled_weights_t[k, h] (k = 0, 1, ...
+ * in this order; four vectors at a time, so the multiply-adds of different angles overlap), then
+ * their cosines and sines, two vectors at a time (independent polynomial chains overlap). Angles
+ * beyond REDUCTION_LIMIT go through the C library.
+ * ------------------------------------------------------------------------------------------- */
+static inline __attribute__((always_inline)) void feature_row(const double *x, long n_inputs,
+                                                             const double *scaled_weights_t, long half, long h0,
+                                                             long n_freq, double *angles, double *row) {
+    long h = 0;
+    for (; h + 16 <= n_freq; h += 16) {
+        const double *w = scaled_weights_t + h0 + h;
+        v4d a0 = x[0] * load4(w), a1 = x[0] * load4(w + 4), a2 = x[0] * load4(w + 8), a3 = x[0] * load4(w + 12);
+        for (long k = 1; k < n_inputs; k++) {
+            const double *wk = w + k * half, xk = x[k];
+            a0 += xk * load4(wk);
+            a1 += xk * load4(wk + 4);
+            a2 += xk * load4(wk + 8);
+            a3 += xk * load4(wk + 12);
         }
+        memcpy(angles + h, &a0, sizeof a0);
+        memcpy(angles + h + 4, &a1, sizeof a1);
+        memcpy(angles + h + 8, &a2, sizeof a2);
+        memcpy(angles + h + 12, &a3, sizeof a3);
+    }
+    for (; h < n_freq; h++) {
+        double a = x[0] * scaled_weights_t[h0 + h];
+        for (long k = 1; k < n_inputs; k++) a += x[k] * scaled_weights_t[k * half + h0 + h];
+        angles[h] = a;
+    }
+    v4i large = {0};
+    v4d c0, s0, c1, s1;
+    for (h = 0; h + 8 <= n_freq; h += 8) {
+        sincos4(load4(angles + h), &c0, &s0, &large);
+        sincos4(load4(angles + h + 4), &c1, &s1, &large);
+        memcpy(row + h, &c0, sizeof c0);
+        memcpy(row + h + 4, &c1, sizeof c1);
+        memcpy(row + n_freq + h, &s0, sizeof s0);
+        memcpy(row + n_freq + h + 4, &s1, sizeof s1);
+    }
+    for (; h + 4 <= n_freq; h += 4) {
+        sincos4(load4(angles + h), &c0, &s0, &large);
+        memcpy(row + h, &c0, sizeof c0);
+        memcpy(row + n_freq + h, &s0, sizeof s0);
+    }
+    if (h < n_freq) { /* n_freq is even: two frequencies left, padded to four lanes */
+        sincos4((v4d){angles[h], angles[h + 1], 0.0, 0.0}, &c0, &s0, &large);
+        row[h] = c0[0];
+        row[h + 1] = c0[1];
+        row[n_freq + h] = s0[0];
+        row[n_freq + h + 1] = s0[1];
     }
     if (!(large[0] | large[1] | large[2] | large[3])) return;
-    /* Angles beyond the reduction limit (never produced by standardised inputs): the C library. */
-    for (long h = 0; h < half; h++) {
-        const long k0 = h / (RF_BLOCK / 2), i = h % (RF_BLOCK / 2);
-        const long len = half - k0 * (RF_BLOCK / 2) < RF_BLOCK / 2 ? half - k0 * (RF_BLOCK / 2) : RF_BLOCK / 2;
-        for (long r = 0; r < n_rows; r++) {
-            double angle = inputs[r * n_inputs] * scaled_weights_t[h];
-            for (long k = 1; k < n_inputs; k++) angle += inputs[r * n_inputs + k] * scaled_weights_t[k * half + h];
-            if (fabs(angle) <= REDUCTION_LIMIT) continue;
-            double *row = features + (k0 * n_rows + r) * RF_BLOCK;
-            row[i] = cos(angle);
-            row[len + i] = sin(angle);
-        }
+    for (h = 0; h < n_freq; h++) { /* never reached with standardised inputs */
+        if (fabs(angles[h]) <= REDUCTION_LIMIT) continue;
+        row[h] = cos(angles[h]);
+        row[n_freq + h] = sin(angles[h]);
     }
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Gram matrices. The features are taken block by block of RF_BLOCK columns, and within a block the
- * refits in order, so each block of every row is read from memory once and the rows of a refit's
- * window stay in the level-1 cache for the next refits. Per block and refit: the window sums of
- * every feature slide by one row (deviations from an anchor row, re-anchored every `window`
- * refits), then come the weights w_p, the weighted training rows t_b = w * f_b, and tiles of dot
- * products f_a . t_b held in registers, a running over the training and prediction rows.
+ * Gram matrices. The features are made block by block of RF_BLOCK columns and, within a block,
+ * row by row as the refits (in increasing order of start) first need them, into a ring of rows
+ * that stays in the level-1 cache; no feature array is ever stored. Per block and refit: the
+ * window sums of every feature slide by one row (deviations from an anchor row, re-anchored every
+ * `window` refits), then come the weights w_p, and register tiles of the dot products
+ * f_a . t_b with the weighted training rows t_b = w * f_b, a running over the training and
+ * prediction rows. A tile adds its block's products to four-lane accumulators kept per refit.
  *
- * Summation order of a dot product: within a block, four lanes (lane l sums the features
- * p = l mod 4 in increasing p) added as (l0 + l1) + (l2 + l3); the block totals are added in
- * increasing block order.
+ * Summation order of a dot product: four lanes, lane l summing the features p = l mod 4 of each
+ * block in increasing p, block after block; at the end the lanes are added as (l0 + l1) + (l2 + l3).
+ *
+ * Memory: rows, weighted rows and window sums are RF_BLOCK + PAD doubles apart (PAD: a cache
+ * line), so that equal offsets in different rows do not fall on the same level-1 cache sets and
+ * store-to-load forwarding does not see false dependencies between them (4 KiB aliasing).
  * ------------------------------------------------------------------------------------------- */
 #define TILE 3
+#define PAD 8
+#define STRIDE (RF_BLOCK + PAD)
 
 /* A tile: `height` (TILE or 1) rows f_a against the TILE weighted training rows t_b = w * f_b of
  * a column group. Rows are indexed in the refit's row list: training rows 0 .. window - 1, then
  * prediction rows. Columns past the last training row repeat it; keep[i][k] says whether a dot
- * product is needed. The first tile of a column group (`weigh`) computes its t_b and stores them
- * for the others (the stores then overlap the arithmetic instead of taking a pass of their own). */
+ * product is needed. The first tile of a column group (`weigh`) computes the group's t_b and stores
+ * them for the others (the stores then overlap the arithmetic instead of taking a pass of their
+ * own); the TILE weighted rows of one group at a time are kept, in slots col % TILE. */
 typedef struct {
     int height, weigh;
     int row[TILE];
@@ -204,8 +226,6 @@ static int plan_tiles(long window, long max_served, Tile *tiles) {
     return n;
 }
 
-static inline __attribute__((always_inline)) double lane_sum(v4d v) { return (v[0] + v[1]) + (v[2] + v[3]); }
-
 /* Column k of a tile at features p .. p + 3: t_b, computed (and stored) or loaded. */
 static inline __attribute__((always_inline)) v4d column(const double *f, const double *weight, double *t, int weigh,
                                                        long p) {
@@ -215,17 +235,19 @@ static inline __attribute__((always_inline)) v4d column(const double *f, const d
     return y;
 }
 
-/* out[i][k] = f_row[i] . t_col[k] over len features (a multiple of 4). 3 x 3: nine accumulators,
- * three rows, one column and one product fit the 16 vector registers of AVX2 without spilling
- * (a multiply and an add, not a fused multiply-add). Height 1 keeps the same lane order, so a dot
- * product does not depend on the tile that computes it. */
+/* acc[TILE * i + k] += f_row[i] * t_col[k] lane by lane over len features (a multiple of 4).
+ * 3 x 3: nine accumulators, three rows, one column and one product fit the 16 vector registers
+ * of AVX2 without spilling (a multiply and an add, not a fused multiply-add). Height 1 keeps the
+ * same lane order, so a dot product does not depend on the tile that computes it. */
 static inline __attribute__((always_inline)) void tile3(const double *const *rows, const double *weight, double *t,
-                                                       int weigh, long len, const Tile *tile, double out[TILE][TILE]) {
+                                                       int weigh, long len, const Tile *tile, v4d *acc) {
     const double *x0 = rows[tile->row[0]], *x1 = rows[tile->row[1]], *x2 = rows[tile->row[2]];
     const double *f0 = rows[tile->col[0]], *f1 = rows[tile->col[1]], *f2 = rows[tile->col[2]];
-    double *t0 = t + (long)tile->col[0] * RF_BLOCK, *t1 = t + (long)tile->col[1] * RF_BLOCK,
-           *t2 = t + (long)tile->col[2] * RF_BLOCK;
-    v4d c00 = {0}, c01 = {0}, c02 = {0}, c10 = {0}, c11 = {0}, c12 = {0}, c20 = {0}, c21 = {0}, c22 = {0};
+    double *t0 = t + (tile->col[0] % TILE) * STRIDE, *t1 = t + (tile->col[1] % TILE) * STRIDE,
+           *t2 = t + (tile->col[2] % TILE) * STRIDE;
+    v4d c00 = acc[0], c01 = acc[1], c02 = acc[2], c10 = acc[3], c11 = acc[4], c12 = acc[5], c20 = acc[6],
+        c21 = acc[7], c22 = acc[8];
+#pragma GCC unroll 2
     for (long p = 0; p < len; p += 4) {
         v4d a0 = load4(x0 + p), a1 = load4(x1 + p), a2 = load4(x2 + p), b;
         b = column(f0, weight, t0, weigh, p);
@@ -235,37 +257,55 @@ static inline __attribute__((always_inline)) void tile3(const double *const *row
         b = column(f2, weight, t2, weigh, p);
         c02 += a0 * b; c12 += a1 * b; c22 += a2 * b;
     }
-    out[0][0] = lane_sum(c00); out[0][1] = lane_sum(c01); out[0][2] = lane_sum(c02);
-    out[1][0] = lane_sum(c10); out[1][1] = lane_sum(c11); out[1][2] = lane_sum(c12);
-    out[2][0] = lane_sum(c20); out[2][1] = lane_sum(c21); out[2][2] = lane_sum(c22);
+    acc[0] = c00; acc[1] = c01; acc[2] = c02;
+    acc[3] = c10; acc[4] = c11; acc[5] = c12;
+    acc[6] = c20; acc[7] = c21; acc[8] = c22;
 }
 
 static inline __attribute__((always_inline)) void tile1(const double *const *rows, const double *weight, double *t,
-                                                       int weigh, long len, const Tile *tile, double out[TILE][TILE]) {
+                                                       int weigh, long len, const Tile *tile, v4d *acc) {
     const double *x0 = rows[tile->row[0]];
     const double *f0 = rows[tile->col[0]], *f1 = rows[tile->col[1]], *f2 = rows[tile->col[2]];
-    double *t0 = t + (long)tile->col[0] * RF_BLOCK, *t1 = t + (long)tile->col[1] * RF_BLOCK,
-           *t2 = t + (long)tile->col[2] * RF_BLOCK;
-    v4d c00 = {0}, c01 = {0}, c02 = {0};
+    double *t0 = t + (tile->col[0] % TILE) * STRIDE, *t1 = t + (tile->col[1] % TILE) * STRIDE,
+           *t2 = t + (tile->col[2] % TILE) * STRIDE;
+    v4d c00 = acc[0], c01 = acc[1], c02 = acc[2];
     for (long p = 0; p < len; p += 4) {
         v4d a0 = load4(x0 + p);
         c00 += a0 * column(f0, weight, t0, weigh, p);
         c01 += a0 * column(f1, weight, t1, weigh, p);
         c02 += a0 * column(f2, weight, t2, weigh, p);
     }
-    out[0][0] = lane_sum(c00); out[0][1] = lane_sum(c01); out[0][2] = lane_sum(c02);
+    acc[0] = c00; acc[1] = c01; acc[2] = c02;
 }
 
-/* Sums over the training window of the deviations of each feature from the anchor row, and of
- * their squares: recomputed from the window when `anchor` == `start`, else slid from the window
- * starting at `previous`. */
-static inline __attribute__((always_inline)) void window_sums(const double *block, long len, long window, long anchor,
-                                                             long previous, long start, double *sum1, double *sum2) {
-    const double *base = block + anchor * RF_BLOCK;
-    if (anchor == start) {
+static inline __attribute__((always_inline)) void run_tile(const double *const *rows, const double *weight, double *t,
+                                                          long len, const Tile *tile, v4d *acc) {
+    if (tile->height == TILE) {
+        if (tile->weigh) tile3(rows, weight, t, 1, len, tile, acc);
+        else tile3(rows, weight, t, 0, len, tile, acc);
+    } else {
+        if (tile->weigh) tile1(rows, weight, t, 1, len, tile, acc);
+        else tile1(rows, weight, t, 0, len, tile, acc);
+    }
+}
+
+static inline __attribute__((always_inline)) double lane_sum(v4d v) { return (v[0] + v[1]) + (v[2] + v[3]); }
+
+/* The ring holds row r of the current block in slot r mod n_ring. */
+static inline __attribute__((always_inline)) double *ring_row(double *ring, long n_ring, long r) {
+    return ring + (r % n_ring) * STRIDE;
+}
+
+/* Sums over the training window starting at `start` of the deviations of each feature from the
+ * anchor row `base`, and of their squares: recomputed from the window if `fresh`, else slid from
+ * the window starting at `previous`. */
+static inline __attribute__((always_inline)) void window_sums(double *ring, long n_ring, const double *base, long len,
+                                                             long window, int fresh, long previous, long start,
+                                                             double *sum1, double *sum2) {
+    if (fresh) {
         for (long p = 0; p < len; p++) sum1[p] = sum2[p] = 0.0;
         for (long s = start; s < start + window; s++) {
-            const double *f = block + s * RF_BLOCK;
+            const double *f = ring_row(ring, n_ring, s);
             for (long p = 0; p < len; p++) {
                 double d = f[p] - base[p];
                 sum1[p] += d;
@@ -275,7 +315,7 @@ static inline __attribute__((always_inline)) void window_sums(const double *bloc
         return;
     }
     for (long leaving = previous; leaving < start; leaving++) {
-        const double *out = block + leaving * RF_BLOCK, *in = block + (leaving + window) * RF_BLOCK;
+        const double *out = ring_row(ring, n_ring, leaving), *in = ring_row(ring, n_ring, leaving + window);
         for (long p = 0; p < len; p++) {
             double d = out[p] - base[p];
             sum1[p] -= d;
@@ -287,75 +327,91 @@ static inline __attribute__((always_inline)) void window_sums(const double *bloc
     }
 }
 
+/* w_p = (window - 1) / spread_p with spread_p = sum of squared deviations from the window mean;
+ * 0 for a constant feature (spread 0, only from degenerate inputs). */
+static inline __attribute__((always_inline)) void feature_weights(const double *sum1, const double *sum2, long len,
+                                                                 long window, double *weight) {
+    const double inv_window = 1.0 / (double)window, dof = (double)window - 1.0;
+    int degenerate = 0;
+    for (long p = 0; p < len; p++) {
+        double spread = sum2[p] - (sum1[p] * sum1[p]) * inv_window;
+        weight[p] = dof / spread;
+        degenerate |= !(spread > 0.0);
+    }
+    if (degenerate)
+        for (long p = 0; p < len; p++) weight[p] = sum2[p] - (sum1[p] * sum1[p]) * inv_window > 0.0 ? weight[p] : 0.0;
+}
+
 PLANTED_CLONES
-int rf_grams(const double *features, long n_rows, long n_features, const ptrdiff_t *starts, const ptrdiff_t *served,
-             long n_refits, long window, long max_served, double *grams, double *kernels) {
-    const long n_list = window + max_served;
-    Tile *tiles = malloc((n_list * ((window + TILE - 1) / TILE)) * sizeof *tiles);
-    double *t = aligned_alloc(64, window * RF_BLOCK * sizeof *t); /* aligned: no store splits a cache line */
+int rf_grams(const double *inputs, long n_inputs, const double *scaled_weights_t, long half, const ptrdiff_t *starts,
+             const ptrdiff_t *served, long n_refits, long window, long max_served,
+             double *grams, double *kernels) {
+    const long n_list = window + max_served, n_ring = 2 * window + max_served;
+    const long max_tiles = n_list * ((window + TILE - 1) / TILE);
+    Tile *tiles = malloc(max_tiles * sizeof *tiles);
     const double **rows = malloc(n_list * sizeof *rows);
-    if (!tiles || !t || !rows) {
+    /* one workspace: TILE weighted rows, the ring, sum1, sum2, weight, base, angles */
+    double *work = aligned_alloc(64, (TILE + n_ring + 5) * STRIDE * sizeof *work);
+    v4d *acc = aligned_alloc(64, n_refits * max_tiles * TILE * TILE * sizeof *acc);
+    if (!tiles || !rows || !work || !acc) {
         free(tiles);
-        free(t);
         free(rows);
+        free(work);
+        free(acc);
         return -1;
     }
+    double *t = work, *ring = t + TILE * STRIDE, *sum1 = ring + n_ring * STRIDE, *sum2 = sum1 + STRIDE;
+    double *weight = sum2 + STRIDE, *base = weight + STRIDE, *angles = base + STRIDE;
     const int n_tiles = plan_tiles(window, max_served, tiles);
-    const double inv_window = 1.0 / (double)window, dof = (double)window - 1.0;
-    double sum1[RF_BLOCK] __attribute__((aligned(64))), sum2[RF_BLOCK] __attribute__((aligned(64)));
-    double weight[RF_BLOCK] __attribute__((aligned(64))), dots[TILE][TILE];
-    memset(grams, 0, n_refits * window * window * sizeof *grams);
-    if (max_served > 0) memset(kernels, 0, n_refits * max_served * window * sizeof *kernels);
-    for (long p0 = 0; p0 < n_features; p0 += RF_BLOCK) {
-        const long len = n_features - p0 < RF_BLOCK ? n_features - p0 : RF_BLOCK;
-        const double *block = features + (p0 / RF_BLOCK) * n_rows * RF_BLOCK; /* (n_rows x RF_BLOCK) */
-        long previous = -window, anchor = 0;
+    const long per_refit = (long)n_tiles * TILE * TILE;
+    memset(acc, 0, n_refits * per_refit * sizeof *acc);
+    for (long h0 = 0; h0 < half; h0 += RF_BLOCK / 2) {
+        const long n_freq = half - h0 < RF_BLOCK / 2 ? half - h0 : RF_BLOCK / 2, len = 2 * n_freq;
+        long previous = -window, anchor = 0, next_row = 0;
         for (long j = 0; j < n_refits; j++) {
             const long start = starts[j];
-            if (start - previous >= window || start - anchor >= window) anchor = start;
-            window_sums(block, len, window, anchor, previous, start, sum1, sum2);
-            previous = start;
-            int degenerate = 0;
-            for (long p = 0; p < len; p++) {
-                double spread = sum2[p] - (sum1[p] * sum1[p]) * inv_window; /* (window - 1) * variance */
-                weight[p] = dof / spread;
-                degenerate |= !(spread > 0.0);
+            const int fresh = start - previous >= window || start - anchor >= window;
+            if (fresh && next_row < start) next_row = start; /* rows no refit reads are skipped */
+            for (; next_row < start + window + served[j]; next_row++)
+                feature_row(inputs + next_row * n_inputs, n_inputs, scaled_weights_t, half, h0, n_freq, angles,
+                            ring_row(ring, n_ring, next_row));
+            if (fresh) {
+                anchor = start;
+                memcpy(base, ring_row(ring, n_ring, start), len * sizeof *base);
             }
-            if (degenerate) /* a constant feature (only from degenerate inputs) gets weight 0 */
-                for (long p = 0; p < len; p++) weight[p] = sum2[p] - (sum1[p] * sum1[p]) * inv_window > 0.0 ? weight[p] : 0.0;
-            for (long b = 0; b < window; b++) rows[b] = block + (start + b) * RF_BLOCK;
+            window_sums(ring, n_ring, base, len, window, fresh, previous, start, sum1, sum2);
+            previous = start;
+            feature_weights(sum1, sum2, len, window, weight);
+            for (long b = 0; b < window; b++) rows[b] = ring_row(ring, n_ring, start + b);
             /* Prediction rows past served[j] repeat the last training row (their results are dropped). */
             for (long c = 0; c < max_served; c++)
-                rows[window + c] = block + (c < served[j] ? start + window + c : start + window - 1) * RF_BLOCK;
-            double *gram = grams + j * window * window;
-            double *kern = max_served > 0 ? kernels + j * max_served * window : NULL;
-            for (int k = 0; k < n_tiles; k++) {
-                const Tile *tile = &tiles[k];
-                if (tile->height == TILE) {
-                    if (tile->weigh) tile3(rows, weight, t, 1, len, tile, dots);
-                    else tile3(rows, weight, t, 0, len, tile, dots);
-                } else {
-                    if (tile->weigh) tile1(rows, weight, t, 1, len, tile, dots);
-                    else tile1(rows, weight, t, 0, len, tile, dots);
-                }
-                for (int i = 0; i < tile->height; i++) {
-                    const long r = tile->row[i];
-                    for (int m = 0; m < TILE; m++) {
-                        if (!tile->keep[i][m]) continue;
-                        if (r < window) gram[r * window + tile->col[m]] += dots[i][m];
-                        else if (r - window < served[j]) kern[(r - window) * window + tile->col[m]] += dots[i][m];
-                    }
+                rows[window + c] = ring_row(ring, n_ring, c < served[j] ? start + window + c : start + window - 1);
+            for (int k = 0; k < n_tiles; k++) run_tile(rows, weight, t, len, &tiles[k], acc + j * per_refit + k * TILE * TILE);
+        }
+    }
+    memset(grams, 0, n_refits * window * window * sizeof *grams);
+    if (max_served > 0) memset(kernels, 0, n_refits * max_served * window * sizeof *kernels);
+    for (long j = 0; j < n_refits; j++) {
+        double *gram = grams + j * window * window;
+        for (int k = 0; k < n_tiles; k++) {
+            const Tile *tile = &tiles[k];
+            const v4d *sums = acc + j * per_refit + k * TILE * TILE;
+            for (int i = 0; i < tile->height; i++) {
+                const long r = tile->row[i];
+                for (int m = 0; m < TILE; m++) {
+                    if (!tile->keep[i][m]) continue;
+                    if (r < window) gram[r * window + tile->col[m]] = lane_sum(sums[TILE * i + m]);
+                    else if (r - window < served[j])
+                        kernels[(j * max_served + r - window) * window + tile->col[m]] = lane_sum(sums[TILE * i + m]);
                 }
             }
         }
-    }
-    for (long j = 0; j < n_refits; j++) { /* the lower triangle from the upper one */
-        double *gram = grams + j * window * window;
-        for (long a = 1; a < window; a++)
+        for (long a = 1; a < window; a++) /* the lower triangle from the upper one */
             for (long b = 0; b < a; b++) gram[a * window + b] = gram[b * window + a];
     }
     free(tiles);
-    free(t);
     free(rows);
+    free(work);
+    free(acc);
     return 0;
 }

@@ -130,24 +130,24 @@ def rf_ridge_forecasts(
       ``window = 12`` is month 25; no shorter window is substituted. Refits whose training window
       would start before month 0 are skipped (the months they would serve get NaN).
 
-    Computation (one world at a time): the expanding s.d. and the inputs in numpy; the P features
-    of every month used (computed once, not once per window) and, for every refit, the Gram
-    matrix ``Z Z'`` of the scaled training rows and the kernel rows ``z_pred Z'`` in C
-    (``rf_kernels.c``), where the dot products ``sum_p f_a,p w_p f_b,p`` (``w_p = 1 / sd_p^2``)
-    run in register tiles over cache-sized blocks of features. The training-window sums of every
-    feature slide by one row per monthly refit, as deviations from an anchor row at most a window
-    back; a variance then carries a relative error of about ``eps * (spread of the feature since
-    the anchor / its s.d. in the window)^2``, which is what the forecasts' agreement with a
-    two-pass reference (to 1e-9 relative, tested with 12,000 features) reflects. The ``window x
-    window`` solves are batched over refits in numpy (LAPACK). Everything is float64: rounding the
-    features or the Gram matrix to float32 moves individual forecasts by up to ~1e-4 relative
-    (nearly constant features get large weights ``1 / sd``). The compiled part does not depend on
-    the machine: no fused multiply-adds, a fixed summation order, the same bits from its AVX2 and
-    its baseline builds (tested); sin and cos are computed there too (fdlibm's polynomials), not by
-    the C library. Memory: one feature array of ``(last_target - first_target + window + 1) * P *
-    8`` bytes, reused across the worlds of a call. On one core of the development machine (AMD
-    EPYC, Zen 3) a world costs 80-95 ms: the 350 monthly pseudo-OOS refits and the 30 test refits,
-    features included; see ``docs/performance.md``.
+    Computation (one world at a time): the expanding s.d. and the inputs in numpy; the features
+    and, for every refit, the Gram matrix ``Z Z'`` of the scaled training rows and the kernel rows
+    ``z_pred Z'`` in C (``rf_kernels.c``). There the features are made block by block of 256, each
+    month's block once, as the refits first need it, into a ring of rows that stays in the level-1
+    cache (no P-column feature array is ever stored), and the dot products ``sum_p f_a,p w_p f_b,p``
+    (``w_p = 1 / sd_p^2``) run in register tiles. The training-window sums of every feature slide
+    by one row per monthly refit, as deviations from an anchor row at most a window back; a
+    variance then carries a relative error of about ``eps * (spread of the feature since the anchor
+    / its s.d. in the window)^2``, which is what the forecasts' agreement with a two-pass reference
+    (to 1e-9 relative, tested with 12,000 features) reflects. The ``window x window`` solves are
+    batched over refits in numpy (LAPACK). Everything is float64: rounding the features or the Gram
+    matrix to float32 moves individual forecasts by up to ~1e-4 relative (nearly constant features
+    get large weights ``1 / sd``). The compiled part does not depend on the machine: no fused
+    multiply-adds, a fixed summation order (four lanes over the features, added at the end), the
+    same bits from its AVX2 and its baseline builds (tested); sin and cos are computed there too
+    (fdlibm's polynomials), not by the C library. Memory: about 1.5 MB of workspace per call. On
+    one core of the development machine (AMD EPYC, Zen 3) a world costs about 60 ms: the 350 monthly
+    pseudo-OOS refits and the 30 test refits, features included; see ``docs/performance.md``.
 
     References
     ----------
@@ -183,12 +183,10 @@ def rf_ridge_forecasts(
     refits = refits[refits - window - 1 >= 0]  # a window starting before month 0 cannot be fitted
     if refits.size == 0:
         return out
-    row_lo, row_hi = int(refits[0]) - window - 1, last_target - 1  # feature rows x[row_lo .. row_hi - 1]
-    n_features = 2 * weights.shape[1]
-    features = np.empty((-(-n_features // _rf_kernels.BLOCK), row_hi - row_lo, _rf_kernels.BLOCK))
+    row_lo = int(refits[0]) - window - 1  # feature rows x[row_lo .. last_target - 2]
     for i in range(n_worlds):
-        _one_world(out[i], returns[i], predictors[i], weights[i], refits, row_lo, last_target, features, window,
-                   refit_every, gamma, penalty)
+        _one_world(out[i], returns[i], predictors[i], weights[i], refits, row_lo, last_target, window, refit_every,
+                   gamma, penalty)
     return out
 
 
@@ -200,21 +198,19 @@ def _one_world(
     refits: Int64Array,
     row_lo: int,
     last_target: int,
-    features: Float64Array,
     window: int,
     refit_every: int,
     gamma: float,
     penalty: float,
 ) -> None:
     """Write the forecasts of one world into ``fc`` (see :func:`rf_ridge_forecasts`)."""
-    row_hi = row_lo + features.shape[1]
+    row_hi = last_target - 1
     # Inputs divided by their expanding s.d. (through the month observed); one feature row a month.
     scale = expanding_std(predictors[:, :row_hi])[:, row_lo:]
     raw = predictors[:, row_lo:row_hi]
     valid_row = np.all(np.isfinite(raw) & np.isfinite(scale) & (scale > 0), axis=0)
     inputs = np.zeros((row_hi - row_lo, predictors.shape[0]))
     np.divide(raw.T, scale.T, out=inputs, where=valid_row[:, None])
-    _rf_kernels.features(inputs, np.ascontiguousarray(gamma * weights.T), features)
 
     # A refit is usable if its training rows have finite inputs and targets (checked by counting).
     starts = refits - window - 1 - row_lo
@@ -227,14 +223,13 @@ def _one_world(
     targets = np.where(usable[:, None], returns[refits[:, None] - window + np.arange(window)], 0.0)
     grams = np.empty((refits.size, window, window))
     kernels = np.empty((refits.size, refit_every, window))
-    _rf_kernels.grams(features, 2 * weights.shape[0], starts.astype(np.intp), served.astype(np.intp), grams, kernels)
+    _rf_kernels.grams(inputs, np.ascontiguousarray(gamma * weights.T), starts.astype(np.intp), served.astype(np.intp),
+                      grams, kernels)
     diagonal = np.arange(window)
     grams[:, diagonal, diagonal] += penalty * window
     duals = np.linalg.solve(grams, targets[..., None])
     forecasts = np.matmul(kernels, duals)[..., 0]
-    for k in np.flatnonzero(usable).tolist():
-        m_r = int(refits[k])
-        targets_served = np.arange(m_r, m_r + int(served[k]))
-        fc[targets_served] = np.where(
-            valid_row[targets_served - 1 - row_lo], forecasts[k, : targets_served.size], np.nan
-        )
+    offsets = np.arange(refit_every)
+    kept = usable[:, None] & (offsets < served[:, None])  # (refit, month served) pairs with a forecast
+    months = (refits[:, None] + offsets)[kept]
+    fc[months] = np.where(valid_row[months - 1 - row_lo], forecasts[kept], np.nan)

@@ -20,22 +20,12 @@ if not (SOURCE / "rf_kernels.c").is_file():  # an installed (non-editable) packa
     SOURCE = Path(__file__).resolve().parents[2] / "baselines"
 
 
-def unblock(blocked: np.ndarray, half: int) -> np.ndarray:
-    """Features in the natural order [cos(a_0..a_{half-1}), sin(a_0..a_{half-1})] from the block layout."""
-    per_block = kernels.BLOCK // 2
-    cos, sin = [], []
-    for k in range(blocked.shape[0]):
-        m = min(per_block, half - k * per_block)
-        cos.append(blocked[k, :, :m])
-        sin.append(blocked[k, :, m : 2 * m])
-    return np.hstack(cos + sin)
-
-
-def blocked_features(inputs: np.ndarray, weights: np.ndarray, gamma: float = 2.0) -> np.ndarray:
-    half = weights.shape[0]
-    out = np.full((-(-2 * half // kernels.BLOCK), inputs.shape[0], kernels.BLOCK), np.nan)
-    kernels.features(np.ascontiguousarray(inputs), np.ascontiguousarray(gamma * weights.T), out)
-    return out
+def numpy_features(inputs: np.ndarray, weights_t: np.ndarray) -> np.ndarray:
+    """[cos(a); sin(a)] with a = inputs @ weights_t summed over k in the kernel's order (a BLAS product may round differently)."""
+    angles = inputs[:, :1] * weights_t[0]
+    for k in range(1, inputs.shape[1]):
+        angles = angles + inputs[:, k : k + 1] * weights_t[k]
+    return np.hstack([np.cos(angles), np.sin(angles)])
 
 
 def reference_grams(features: np.ndarray, starts, served, window: int, max_served: int):
@@ -48,6 +38,13 @@ def reference_grams(features: np.ndarray, starts, served, window: int, max_serve
         w = np.divide(1.0, var, out=np.zeros_like(var), where=var > 0)
         grams[j] = (rows * w) @ rows.T
         kerns[j, :m] = (features[start + window : start + window + m] * w) @ rows.T
+    return grams, kerns
+
+
+def compiled_grams(inputs, weights_t, starts, served, window, max_served):
+    grams = np.full((len(starts), window, window), np.nan)
+    kerns = np.full((len(starts), max_served, window), np.nan)
+    kernels.grams(inputs, weights_t, np.asarray(starts, dtype=np.intp), np.asarray(served, dtype=np.intp), grams, kerns)
     return grams, kerns
 
 
@@ -79,45 +76,27 @@ def test_sincos_value_does_not_depend_on_its_position_in_the_array():
         assert c[0] == cos[i] and s[0] == sin[i]
 
 
-@pytest.mark.parametrize("half", [6_000, 6, 130])
-def test_features_are_cos_and_sin_of_the_scaled_projection(half):
-    rng = np.random.default_rng(2)
-    inputs, weights = rng.standard_normal((17, 9)), rng.standard_normal((half, 9))
-    blocked = blocked_features(inputs, weights)
-    scaled = 2.0 * weights
-    angles = inputs[:, :1] * scaled[:, 0]
-    for k in range(1, 9):  # the kernel's order of summation (a BLAS product may round differently)
-        angles = angles + inputs[:, k : k + 1] * scaled[:, k]
-    np.testing.assert_allclose(unblock(blocked, half), np.hstack([np.cos(angles), np.sin(angles)]), rtol=0, atol=2 * EPS)
-
-
-def test_features_reject_odd_frequency_counts_and_wrong_shapes():
-    inputs, weights = np.zeros((4, 3)), np.zeros((3, 5))
-    with pytest.raises(ValueError, match="even"):
-        kernels.features(inputs, weights, np.empty((1, 4, kernels.BLOCK)))
-    with pytest.raises(ValueError, match="shape"):
-        kernels.features(inputs, np.zeros((3, 6)), np.empty((1, 5, kernels.BLOCK)))
-
-
 @pytest.mark.parametrize(
-    ("window", "step", "max_served"), [(12, 1, 1), (12, 12, 12), (5, 1, 1), (7, 3, 4), (6, 1, 3), (12, 1, 0)]
+    ("window", "step", "max_served", "half"),
+    [(12, 1, 1, 300), (12, 12, 12, 300), (5, 1, 1, 300), (7, 3, 4, 130), (6, 1, 3, 6), (12, 1, 0, 300),
+     (12, 1, 1, 6_000), (4, 9, 2, 300)],
 )
-def test_grams_and_kernel_rows_match_the_definition(window, step, max_served):
+def test_grams_and_kernel_rows_match_the_definition(window, step, max_served, half):
+    # half = 300 and 130 leave a last block of 44 and 2 frequencies; step 9 > window skips rows
     rng = np.random.default_rng(3)
-    half, n_rows = 300, 60
-    weights = rng.standard_normal((half, 9))
-    weights[7] = 0.0  # a zero frequency: constant features cos = 1 and sin = 0 get weight 0
-    blocked = blocked_features(rng.standard_normal((n_rows, 9)), weights)
+    n_rows = 60
+    weights_t = 2.0 * rng.standard_normal((9, half))
+    weights_t[:, 7 % half] = 0.0  # a zero frequency: constant features cos = 1 and sin = 0 get weight 0
+    inputs = rng.standard_normal((n_rows, 9))
     starts = np.arange(0, n_rows - window - max_served + 1, step)
     served = np.full(starts.size, max_served)
     served[-1] = max(0, max_served - 1)  # a last refit that serves fewer rows
-    grams = np.full((starts.size, window, window), np.nan)
-    kerns = np.full((starts.size, max_served, window), np.nan)
-    kernels.grams(blocked, 2 * half, starts.astype(np.intp), served.astype(np.intp), grams, kerns)
-    want_grams, want_kerns = reference_grams(unblock(blocked, half), starts, served, window, max_served)
+    grams, kerns = compiled_grams(inputs, weights_t, starts, served, window, max_served)
+    want_grams, want_kerns = reference_grams(numpy_features(inputs, weights_t), starts, served, window, max_served)
     # The window sums slide (deviations from an anchor row up to a window back), so a feature nearly
     # constant within the window but not since the anchor loses some relative precision in its
-    # variance: agreement to 1e-11 of the largest entry here, with weights up to ~1e4.
+    # variance; sin and cos differ from numpy's by an ulp or two: agreement to 1e-11 of the largest
+    # entry here, with weights up to ~1e4.
     scale = np.abs(want_grams).max()
     np.testing.assert_allclose(grams, want_grams, rtol=0, atol=1e-11 * scale)
     np.testing.assert_allclose(kerns, want_kerns, rtol=0, atol=1e-11 * scale)
@@ -125,16 +104,32 @@ def test_grams_and_kernel_rows_match_the_definition(window, step, max_served):
     assert (kerns[-1, served[-1] :] == 0).all()
 
 
-def test_grams_reject_refits_outside_the_rows_or_out_of_order():
-    blocked = blocked_features(np.zeros((20, 2)), np.ones((4, 2)))
+def test_angles_beyond_the_reduction_limit_use_the_library():
+    rng = np.random.default_rng(5)
+    inputs = rng.standard_normal((20, 2))
+    inputs[:, 1] = 1e14 * (1 + 0.01 * rng.standard_normal(20))  # angles near 1e14 for input 1
+    weights_t = rng.standard_normal((2, 8))
+    weights_t[1, :4] = 0.0  # four frequencies with small angles, four beyond the limit
+    starts, served = np.arange(0, 7), np.ones(7, dtype=np.intp)
+    grams, kerns = compiled_grams(inputs, weights_t, starts, served, 12, 1)
+    want_grams, want_kerns = reference_grams(numpy_features(inputs, weights_t), starts, served, 12, 1)
+    scale = np.abs(want_grams).max()
+    np.testing.assert_allclose(grams, want_grams, rtol=0, atol=1e-11 * scale)
+    np.testing.assert_allclose(kerns, want_kerns, rtol=0, atol=1e-11 * scale)
+
+
+def test_grams_reject_bad_refits_and_shapes():
+    inputs, weights_t = np.zeros((20, 2)), np.ones((2, 4))
     grams, kerns = np.empty((2, 5, 5)), np.empty((2, 1, 5))
     one = np.ones(2, dtype=np.intp)
     with pytest.raises(ValueError, match="increasing"):
-        kernels.grams(blocked, 8, np.array([3, 3], dtype=np.intp), one, grams, kerns)
+        kernels.grams(inputs, weights_t, np.array([3, 3], dtype=np.intp), one, grams, kerns)
     with pytest.raises(ValueError, match="outside"):
-        kernels.grams(blocked, 8, np.array([3, 15], dtype=np.intp), one, grams, kerns)
-    with pytest.raises(ValueError, match="block layout"):
-        kernels.grams(blocked, 300, np.array([3, 4], dtype=np.intp), one, grams, kerns)
+        kernels.grams(inputs, weights_t, np.array([3, 15], dtype=np.intp), one, grams, kerns)
+    with pytest.raises(ValueError, match="even"):
+        kernels.grams(inputs, np.ones((2, 5)), np.array([3, 4], dtype=np.intp), one, grams, kerns)
+    with pytest.raises(ValueError, match="shape"):
+        kernels.grams(inputs, np.ones((3, 4)), np.array([3, 4], dtype=np.intp), one, grams, kerns)
 
 
 def _build(tmp_path: Path, name: str, flags: list[str]) -> ctypes.CDLL:
@@ -146,21 +141,18 @@ def _build(tmp_path: Path, name: str, flags: list[str]) -> ctypes.CDLL:
     )
     lib = ctypes.CDLL(str(library))
     double_p, index_p, long = ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_ssize_t), ctypes.c_long
-    lib.rf_features.argtypes = [double_p, long, long, double_p, long, double_p]
-    lib.rf_grams.argtypes = [double_p, long, long, index_p, index_p, long, long, long, double_p, double_p]
+    lib.rf_grams.argtypes = [double_p, long, double_p, long, index_p, index_p, long, long, long, double_p, double_p]
     return lib
 
 
-def _run(lib: ctypes.CDLL, inputs, weights_t, half, starts, served, window, max_served):
-    features = np.zeros((-(-2 * half // kernels.BLOCK), inputs.shape[0], kernels.BLOCK))
+def _run(lib: ctypes.CDLL, inputs, weights_t, starts, served, window, max_served):
     grams = np.zeros((starts.size, window, window))
     kerns = np.zeros((starts.size, max_served, window))
     ptr = lambda a: a.ctypes.data_as(ctypes.POINTER(ctypes.c_double))  # noqa: E731
-    lib.rf_features(ptr(inputs), inputs.shape[0], inputs.shape[1], ptr(weights_t), half, ptr(features))
     index = lambda a: a.ctypes.data_as(ctypes.POINTER(ctypes.c_ssize_t))  # noqa: E731
-    assert lib.rf_grams(ptr(features), inputs.shape[0], 2 * half, index(starts), index(served), starts.size, window,
-                        max_served, ptr(grams), ptr(kerns)) == 0
-    return features, grams, kerns
+    assert lib.rf_grams(ptr(inputs), inputs.shape[1], ptr(weights_t), weights_t.shape[1], index(starts), index(served),
+                        starts.size, window, max_served, ptr(grams), ptr(kerns)) == 0
+    return grams, kerns
 
 
 @pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64", reason="x86-64 builds only")
@@ -170,18 +162,18 @@ def test_avx2_and_baseline_builds_return_the_same_bits(tmp_path):
             pytest.fail("no C compiler (cc) in CI, which builds the extension with one")
         pytest.skip("no C compiler (cc)")
     rng = np.random.default_rng(4)
-    half, window = 1_000, 12
+    half, window = 1_030, 12  # a last block of 6 frequencies
     inputs, weights_t = rng.standard_normal((80, 9)) * 3, np.ascontiguousarray(2.0 * rng.standard_normal((9, half)))
-    starts = np.arange(0, 80 - window - 1, dtype=np.intp)
-    served = np.ones(starts.size, dtype=np.intp)
-    baseline = _run(_build(tmp_path, "baseline", ["-march=x86-64"]), inputs, weights_t, half, starts, served, window, 1)
-    # the installed module runs the build this CPU selects
-    features = blocked_features(inputs, weights_t.T, gamma=1.0)
-    grams, kerns = np.zeros((starts.size, window, window)), np.zeros((starts.size, 1, window))
-    kernels.grams(features, 2 * half, starts, served, grams, kerns)
-    assert np.array_equal(unblock(features, half), unblock(baseline[0], half))
-    assert np.array_equal(grams, baseline[1]) and np.array_equal(kerns, baseline[2])
-    if "avx2" in Path("/proc/cpuinfo").read_text():
-        avx2 = _run(_build(tmp_path, "avx2", ["-march=x86-64-v3"]), inputs, weights_t, half, starts, served, window, 1)
-        for got, want in zip(avx2, baseline):
+    for step, max_served in [(1, 1), (12, 12)]:
+        starts = np.arange(0, 80 - window - max_served + 1, step, dtype=np.intp)
+        served = np.full(starts.size, max_served, dtype=np.intp)
+        baseline = _run(_build(tmp_path, "baseline", ["-march=x86-64"]), inputs, weights_t, starts, served, window,
+                        max_served)
+        installed = compiled_grams(inputs, weights_t, starts, served, window, max_served)  # the build this CPU selects
+        for got, want in zip(installed, baseline):
             assert np.array_equal(got, want)
+        if "avx2" in Path("/proc/cpuinfo").read_text():
+            avx2 = _run(_build(tmp_path, "avx2", ["-march=x86-64-v3"]), inputs, weights_t, starts, served, window,
+                        max_served)
+            for got, want in zip(avx2, baseline):
+                assert np.array_equal(got, want)
