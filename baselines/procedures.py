@@ -210,14 +210,14 @@ def rf_ridge(ws: Workspace) -> ProcedureResult:
     :func:`planted.baselines.rf_ridge.rf_ridge_forecasts`.
     """
     panel = ws.panel
-    weights = np.stack(
-        [generator(seed, PROCEDURE_STREAM).standard_normal((RF_PAIRS, panel.candidates.shape[1])) for seed in panel.seeds]
-    )
-    pseudo = rf_ridge_forecasts(panel.returns, panel.candidates, weights, first_target=ws.pseudo_start, last_target=ws.n_train)
-    test = rf_ridge_forecasts(
-        panel.returns, panel.candidates, weights, first_target=ws.n_train, last_target=ws.n_months,
-        refit_every=TEST_REFIT_EVERY,
-    )
+    pseudo, test = np.empty_like(panel.returns), np.empty_like(panel.returns)
+    for i, seed in enumerate(panel.seeds):  # one world at a time: its 6,000 x 9 weights are drawn when needed
+        returns, candidates = panel.returns[i : i + 1], panel.candidates[i : i + 1]
+        weights = generator(seed, PROCEDURE_STREAM).standard_normal((RF_PAIRS, candidates.shape[1]))
+        pseudo[i] = rf_ridge_forecasts(returns, candidates, weights, first_target=ws.pseudo_start, last_target=ws.n_train)[0]
+        test[i] = rf_ridge_forecasts(
+            returns, candidates, weights, first_target=ws.n_train, last_target=ws.n_months, refit_every=TEST_REFIT_EVERY
+        )[0]
     return _prespecified(ws, "rf_ridge", pseudo, test, CHOSEN_ALL)
 
 

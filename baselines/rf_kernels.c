@@ -181,42 +181,62 @@ static inline __attribute__((always_inline)) void feature_row(const double *x, l
 #define PAD 8
 #define STRIDE (RF_BLOCK + PAD)
 
-/* A tile: `height` (TILE or 1) rows f_a against the TILE weighted training rows t_b = w * f_b of
- * a column group. Rows are indexed in the refit's row list: training rows 0 .. window - 1, then
- * prediction rows. Columns past the last training row repeat it; keep[i][k] says whether a dot
- * product is needed. The first tile of a column group (`weigh`) computes the group's t_b and stores
- * them for the others (the stores then overlap the arithmetic instead of taking a pass of their
- * own); the TILE weighted rows of one group at a time are kept, in slots col % TILE. */
+/* A tile: rows f_a against the TILE weighted training rows t_b = w * f_b of a column group. Rows
+ * are indexed in the refit's row list: training rows 0 .. window - 1, then prediction rows.
+ * Kinds: FULL, TILE rows by TILE columns; ROW, one row; DIAG, a diagonal block of the Gram matrix
+ * (rows = columns; its upper triangle) plus the single prediction row against its columns, nine
+ * products where a FULL diagonal tile and a ROW tile would take twelve in two passes. Columns past
+ * the last training row repeat it. Accumulator s of a tile holds the dot product of rows
+ * dot_row[s] and dot_col[s] (dot_row[s] = -1: not needed). The first tile of a column group
+ * (`weigh`) computes the group's t_b and stores them for the others (the stores then overlap the
+ * arithmetic instead of taking a pass of their own); the TILE weighted rows of one group at a time
+ * are kept, in slots col % TILE. */
+enum { FULL, ROW, DIAG };
+
 typedef struct {
-    int height, weigh;
-    int row[TILE];
+    int kind, weigh;
+    int row[TILE + 1];
     int col[TILE];
-    int keep[TILE][TILE];
+    int dot_row[TILE * TILE], dot_col[TILE * TILE];
 } Tile;
+
+static Tile make_tile(int kind, int weigh, long r0, long c0, long window, long n_rows) {
+    Tile t = {.kind = kind, .weigh = weigh};
+    for (int k = 0; k < TILE; k++) t.col[k] = (int)(c0 + k < window ? c0 + k : window - 1);
+    for (int i = 0; i <= TILE; i++) t.row[i] = (int)(kind != ROW && i < TILE ? r0 + i : r0);
+    if (kind == DIAG) t.row[TILE] = (int)window; /* the prediction row */
+    for (int s = 0; s < TILE * TILE; s++) {
+        int i = s / TILE, k = s % TILE;
+        if (kind == DIAG) { /* (0,0) (0,1) (0,2) (1,1) (1,2) (2,2), then the prediction row */
+            static const int diag_i[TILE * TILE] = {0, 0, 0, 1, 1, 2, 3, 3, 3}, diag_k[TILE * TILE] = {0, 1, 2, 1, 2, 2, 0, 1, 2};
+            i = diag_i[s];
+            k = diag_k[s];
+        }
+        const long r = t.row[i], c = c0 + k;
+        const int needed = (kind != ROW || i == 0) && c < window && r < n_rows && (r >= window || r <= c);
+        t.dot_row[s] = needed ? (int)r : -1;
+        t.dot_col[s] = (int)c;
+    }
+    return t;
+}
 
 /* Tiles covering the needed pairs: (training a, training b) with a <= b (the upper triangle of
  * the Gram matrix) and (prediction c, training b), column group by column group. Rows are grouped
  * by TILE from the first, so the diagonal tiles of the Gram matrix are aligned; the one or two rows
- * left over get tiles of height 1. Returns the number of tiles written. */
+ * left over get ROW tiles. With a single prediction row, a full diagonal block and the prediction
+ * row share a DIAG tile. Returns the number of tiles written. */
 static int plan_tiles(long window, long max_served, Tile *tiles) {
     const long n_rows = window + max_served, grouped = n_rows - n_rows % TILE;
     int n = 0;
     for (long c0 = 0; c0 < window; c0 += TILE) {
+        const int diag = max_served == 1 && c0 + TILE <= window;
         int first = 1;
         for (long r0 = 0; r0 < n_rows; r0 += r0 < grouped ? TILE : 1) {
-            const int height = r0 < grouped ? TILE : 1;
-            Tile t = {.height = height, .weigh = first};
+            if (diag && r0 == window) continue; /* the prediction row is in the DIAG tile */
+            const int kind = diag && r0 == c0 ? DIAG : (r0 < grouped ? FULL : ROW);
+            Tile t = make_tile(kind, first, r0, c0, window, n_rows);
             int any = 0;
-            for (int i = 0; i < TILE; i++) {
-                const long r = r0 + (i < height ? i : 0);
-                t.row[i] = (int)r;
-                for (int k = 0; k < TILE; k++) {
-                    const long c = c0 + k < window ? c0 + k : window - 1;
-                    t.col[k] = (int)c;
-                    t.keep[i][k] = i < height && c0 + k < window && (r >= window || r <= c);
-                    any |= t.keep[i][k];
-                }
-            }
+            for (int s = 0; s < TILE * TILE; s++) any |= t.dot_row[s] >= 0;
             if (any) {
                 tiles[n++] = t;
                 first = 0;
@@ -278,14 +298,42 @@ static inline __attribute__((always_inline)) void tile1(const double *const *row
     acc[0] = c00; acc[1] = c01; acc[2] = c02;
 }
 
+static inline __attribute__((always_inline)) void tile_diag(const double *const *rows, const double *weight, double *t,
+                                                           int weigh, long len, const Tile *tile, v4d *acc) {
+    const double *x0 = rows[tile->row[0]], *x1 = rows[tile->row[1]], *x2 = rows[tile->row[2]], *xp = rows[tile->row[3]];
+    double *t0 = t + (tile->col[0] % TILE) * STRIDE, *t1 = t + (tile->col[1] % TILE) * STRIDE,
+           *t2 = t + (tile->col[2] % TILE) * STRIDE;
+    v4d d00 = acc[0], d01 = acc[1], d02 = acc[2], d11 = acc[3], d12 = acc[4], d22 = acc[5], p0 = acc[6], p1 = acc[7],
+        p2 = acc[8];
+#pragma GCC unroll 2
+    for (long p = 0; p < len; p += 4) {
+        v4d a0 = load4(x0 + p), a1 = load4(x1 + p), a2 = load4(x2 + p), ap = load4(xp + p), b;
+        b = column(x0, weight, t0, weigh, p);
+        d00 += a0 * b; p0 += ap * b;
+        b = column(x1, weight, t1, weigh, p);
+        d01 += a0 * b; d11 += a1 * b; p1 += ap * b;
+        b = column(x2, weight, t2, weigh, p);
+        d02 += a0 * b; d12 += a1 * b; d22 += a2 * b; p2 += ap * b;
+    }
+    acc[0] = d00; acc[1] = d01; acc[2] = d02;
+    acc[3] = d11; acc[4] = d12; acc[5] = d22;
+    acc[6] = p0; acc[7] = p1; acc[8] = p2;
+}
+
 static inline __attribute__((always_inline)) void run_tile(const double *const *rows, const double *weight, double *t,
                                                           long len, const Tile *tile, v4d *acc) {
-    if (tile->height == TILE) {
+    switch (tile->kind) {
+    case FULL:
         if (tile->weigh) tile3(rows, weight, t, 1, len, tile, acc);
         else tile3(rows, weight, t, 0, len, tile, acc);
-    } else {
+        break;
+    case ROW:
         if (tile->weigh) tile1(rows, weight, t, 1, len, tile, acc);
         else tile1(rows, weight, t, 0, len, tile, acc);
+        break;
+    default:
+        if (tile->weigh) tile_diag(rows, weight, t, 1, len, tile, acc);
+        else tile_diag(rows, weight, t, 0, len, tile, acc);
     }
 }
 
@@ -296,50 +344,53 @@ static inline __attribute__((always_inline)) double *ring_row(double *ring, long
     return ring + (r % n_ring) * STRIDE;
 }
 
-/* Sums over the training window starting at `start` of the deviations of each feature from the
- * anchor row `base`, and of their squares: recomputed from the window if `fresh`, else slid from
- * the window starting at `previous`. */
-static inline __attribute__((always_inline)) void window_sums(double *ring, long n_ring, const double *base, long len,
-                                                             long window, int fresh, long previous, long start,
-                                                             double *sum1, double *sum2) {
-    if (fresh) {
-        for (long p = 0; p < len; p++) sum1[p] = sum2[p] = 0.0;
-        for (long s = start; s < start + window; s++) {
-            const double *f = ring_row(ring, n_ring, s);
-            for (long p = 0; p < len; p++) {
-                double d = f[p] - base[p];
-                sum1[p] += d;
-                sum2[p] += d * d;
-            }
-        }
-        return;
-    }
-    for (long leaving = previous; leaving < start; leaving++) {
-        const double *out = ring_row(ring, n_ring, leaving), *in = ring_row(ring, n_ring, leaving + window);
-        for (long p = 0; p < len; p++) {
-            double d = out[p] - base[p];
-            sum1[p] -= d;
-            sum2[p] -= d * d;
-            d = in[p] - base[p];
-            sum1[p] += d;
-            sum2[p] += d * d;
-        }
+static inline __attribute__((always_inline)) void store4(double *p, v4d v) { memcpy(p, &v, sizeof v); }
+
+/* One row's contribution to the window sums, added (sign +1) or removed (-1); len a multiple of 4. */
+static inline __attribute__((always_inline)) void slide(const double *f, const double *base, long len, double sign,
+                                                       double *sum1, double *sum2) {
+    for (long p = 0; p < len; p += 4) {
+        const v4d d = load4(f + p) - load4(base + p);
+        store4(sum1 + p, load4(sum1 + p) + sign * d);
+        store4(sum2 + p, load4(sum2 + p) + sign * (d * d));
     }
 }
 
-/* w_p = (window - 1) / spread_p with spread_p = sum of squared deviations from the window mean;
- * 0 for a constant feature (spread 0, only from degenerate inputs). */
-static inline __attribute__((always_inline)) void feature_weights(const double *sum1, const double *sum2, long len,
-                                                                 long window, double *weight) {
+/* w_p = (window - 1) / spread_p, spread_p = sum2_p - sum1_p^2 / window the sum of squared deviations
+ * from the window mean; 0 for a constant feature (spread 0, only from degenerate inputs). */
+static inline __attribute__((always_inline)) v4d weight4(v4d sum1, v4d sum2, double inv_window, double dof) {
+    const v4d spread = sum2 - (sum1 * sum1) * inv_window;
+    const v4i positive = spread > 0.0;
+    return (v4d)((v4i)(dof / spread) & positive);
+}
+
+/* The weights of the training window starting at `start`, from the sums over it of the deviations
+ * of each feature from the anchor row `base` and of their squares: recomputed from the window if
+ * `fresh`, else slid from the window starting at `previous` (the last row to leave, the row to
+ * enter and the weights in one pass). */
+static inline __attribute__((always_inline)) void window_weights(double *ring, long n_ring, const double *base,
+                                                                long len, long window, int fresh, long previous,
+                                                                long start, double *sum1, double *sum2,
+                                                                double *weight) {
     const double inv_window = 1.0 / (double)window, dof = (double)window - 1.0;
-    int degenerate = 0;
-    for (long p = 0; p < len; p++) {
-        double spread = sum2[p] - (sum1[p] * sum1[p]) * inv_window;
-        weight[p] = dof / spread;
-        degenerate |= !(spread > 0.0);
+    if (fresh) {
+        for (long p = 0; p < len; p++) sum1[p] = sum2[p] = 0.0;
+        for (long s = start; s < start + window; s++) slide(ring_row(ring, n_ring, s), base, len, 1.0, sum1, sum2);
+        for (long p = 0; p < len; p += 4) store4(weight + p, weight4(load4(sum1 + p), load4(sum2 + p), inv_window, dof));
+        return;
     }
-    if (degenerate)
-        for (long p = 0; p < len; p++) weight[p] = sum2[p] - (sum1[p] * sum1[p]) * inv_window > 0.0 ? weight[p] : 0.0;
+    for (long leaving = previous; leaving < start - 1; leaving++) {
+        slide(ring_row(ring, n_ring, leaving), base, len, -1.0, sum1, sum2);
+        slide(ring_row(ring, n_ring, leaving + window), base, len, 1.0, sum1, sum2);
+    }
+    const double *out = ring_row(ring, n_ring, start - 1), *in = ring_row(ring, n_ring, start - 1 + window);
+    for (long p = 0; p < len; p += 4) {
+        const v4d b = load4(base + p), d_out = load4(out + p) - b, d_in = load4(in + p) - b;
+        const v4d s1 = (load4(sum1 + p) - d_out) + d_in, s2 = (load4(sum2 + p) - d_out * d_out) + d_in * d_in;
+        store4(sum1 + p, s1);
+        store4(sum2 + p, s2);
+        store4(weight + p, weight4(s1, s2, inv_window, dof));
+    }
 }
 
 PLANTED_CLONES
@@ -379,9 +430,8 @@ int rf_grams(const double *inputs, long n_inputs, const double *scaled_weights_t
                 anchor = start;
                 memcpy(base, ring_row(ring, n_ring, start), len * sizeof *base);
             }
-            window_sums(ring, n_ring, base, len, window, fresh, previous, start, sum1, sum2);
+            window_weights(ring, n_ring, base, len, window, fresh, previous, start, sum1, sum2, weight);
             previous = start;
-            feature_weights(sum1, sum2, len, window, weight);
             for (long b = 0; b < window; b++) rows[b] = ring_row(ring, n_ring, start + b);
             /* Prediction rows past served[j] repeat the last training row (their results are dropped). */
             for (long c = 0; c < max_served; c++)
@@ -396,14 +446,11 @@ int rf_grams(const double *inputs, long n_inputs, const double *scaled_weights_t
         for (int k = 0; k < n_tiles; k++) {
             const Tile *tile = &tiles[k];
             const v4d *sums = acc + j * per_refit + k * TILE * TILE;
-            for (int i = 0; i < tile->height; i++) {
-                const long r = tile->row[i];
-                for (int m = 0; m < TILE; m++) {
-                    if (!tile->keep[i][m]) continue;
-                    if (r < window) gram[r * window + tile->col[m]] = lane_sum(sums[TILE * i + m]);
-                    else if (r - window < served[j])
-                        kernels[(j * max_served + r - window) * window + tile->col[m]] = lane_sum(sums[TILE * i + m]);
-                }
+            for (int s = 0; s < TILE * TILE; s++) {
+                const long r = tile->dot_row[s], c = tile->dot_col[s];
+                if (r < 0) continue;
+                if (r < window) gram[r * window + c] = lane_sum(sums[s]);
+                else if (r - window < served[j]) kernels[(j * max_served + r - window) * window + c] = lane_sum(sums[s]);
             }
         }
         for (long a = 1; a < window; a++) /* the lower triangle from the upper one */
