@@ -79,6 +79,14 @@ def test_gram_solver_matches_sklearn_lasso_at_fixed_alpha():
     np.testing.assert_array_equal(lasso_gram(gram[2:4], xy[2:4], penalty[2:4]), got[2:4])
 
 
+def test_gram_solver_refuses_what_it_cannot_solve():
+    # A NaN never satisfies the optimality conditions: reported, not returned as an answer.
+    with pytest.raises(RuntimeError, match="1 problems not solved"):
+        lasso_gram(np.stack([np.eye(3), np.eye(3)]), np.array([[1.0, np.nan, 0.0], [3.0, 0.5, 0.0]]), np.ones(2))
+    with pytest.raises(ValueError, match="at most 64"):
+        lasso_gram(np.eye(65)[None], np.ones((1, 65)), np.array([1.0]))
+
+
 def test_fits_match_lasso_cv_on_simulated_worlds():
     returns, predictors = make_worlds(2, n=3, months=400)
     predictors[1, 4, 200:203] = np.nan  # a few missing pairs inside the sample
