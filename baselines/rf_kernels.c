@@ -73,8 +73,9 @@ static inline __attribute__((always_inline)) void sincos4(v4d x, v4d *cos_x, v4d
     *large |= ~(magnitude <= REDUCTION_LIMIT);
 }
 
-PLANTED_CLONES
-void rf_sincos(const double *angles, long n, double *out_cos, double *out_sin) {
+/* cos and sin of n angles (any n): four at a time, the last one to three padded with zeros. */
+static inline __attribute__((always_inline)) void sincos_array(const double *angles, long n, double *out_cos,
+                                                              double *out_sin) {
     v4i large = {0};
     v4d c, s;
     long i = 0;
@@ -83,7 +84,7 @@ void rf_sincos(const double *angles, long n, double *out_cos, double *out_sin) {
         memcpy(out_cos + i, &c, sizeof c);
         memcpy(out_sin + i, &s, sizeof s);
     }
-    if (i < n) { /* the last one to three angles, padded with zeros */
+    if (i < n) {
         double tail[4] = {0.0, 0.0, 0.0, 0.0};
         memcpy(tail, angles + i, (n - i) * sizeof *tail);
         sincos4(load4(tail), &c, &s, &large);
@@ -93,7 +94,7 @@ void rf_sincos(const double *angles, long n, double *out_cos, double *out_sin) {
         }
     }
     if (!(large[0] | large[1] | large[2] | large[3])) return;
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < n; i++) { /* never reached with standardised inputs */
         if (!(fabs(angles[i]) <= REDUCTION_LIMIT)) {
             out_cos[i] = cos(angles[i]);
             out_sin[i] = sin(angles[i]);
@@ -101,11 +102,15 @@ void rf_sincos(const double *angles, long n, double *out_cos, double *out_sin) {
     }
 }
 
+PLANTED_CLONES
+void rf_sincos(const double *angles, long n, double *out_cos, double *out_sin) {
+    sincos_array(angles, n, out_cos, out_sin);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Features. One row of a block: the angles a_h = sum_k x_k * scaled_weights_t[k, h] (k = 0, 1, ...
  * in this order; four vectors at a time, so the multiply-adds of different angles overlap), then
- * their cosines and sines, two vectors at a time (independent polynomial chains overlap). Angles
- * beyond REDUCTION_LIMIT go through the C library.
+ * their cosines and sines.
  * ------------------------------------------------------------------------------------------- */
 static inline __attribute__((always_inline)) void feature_row(const double *x, long n_inputs,
                                                              const double *scaled_weights_t, long half, long h0,
@@ -131,34 +136,7 @@ static inline __attribute__((always_inline)) void feature_row(const double *x, l
         for (long k = 1; k < n_inputs; k++) a += x[k] * scaled_weights_t[k * half + h0 + h];
         angles[h] = a;
     }
-    v4i large = {0};
-    v4d c0, s0, c1, s1;
-    for (h = 0; h + 8 <= n_freq; h += 8) {
-        sincos4(load4(angles + h), &c0, &s0, &large);
-        sincos4(load4(angles + h + 4), &c1, &s1, &large);
-        memcpy(row + h, &c0, sizeof c0);
-        memcpy(row + h + 4, &c1, sizeof c1);
-        memcpy(row + n_freq + h, &s0, sizeof s0);
-        memcpy(row + n_freq + h + 4, &s1, sizeof s1);
-    }
-    for (; h + 4 <= n_freq; h += 4) {
-        sincos4(load4(angles + h), &c0, &s0, &large);
-        memcpy(row + h, &c0, sizeof c0);
-        memcpy(row + n_freq + h, &s0, sizeof s0);
-    }
-    if (h < n_freq) { /* n_freq is even: two frequencies left, padded to four lanes */
-        sincos4((v4d){angles[h], angles[h + 1], 0.0, 0.0}, &c0, &s0, &large);
-        row[h] = c0[0];
-        row[h + 1] = c0[1];
-        row[n_freq + h] = s0[0];
-        row[n_freq + h + 1] = s0[1];
-    }
-    if (!(large[0] | large[1] | large[2] | large[3])) return;
-    for (h = 0; h < n_freq; h++) { /* never reached with standardised inputs */
-        if (fabs(angles[h]) <= REDUCTION_LIMIT) continue;
-        row[h] = cos(angles[h]);
-        row[n_freq + h] = sin(angles[h]);
-    }
+    sincos_array(angles, n_freq, row, row + n_freq); /* cosines, then sines */
 }
 
 /* ---------------------------------------------------------------------------------------------
