@@ -214,7 +214,9 @@ def rf_ridge(ws: Workspace) -> ProcedureResult:
     for i, seed in enumerate(panel.seeds):  # one world at a time: its 6,000 x 9 weights are drawn when needed
         returns, candidates = panel.returns[i : i + 1], panel.candidates[i : i + 1]
         weights = generator(seed, PROCEDURE_STREAM).standard_normal((RF_PAIRS, candidates.shape[1]))
-        pseudo[i] = rf_ridge_forecasts(returns, candidates, weights, first_target=ws.pseudo_start, last_target=ws.n_train)[0]
+        pseudo[i] = rf_ridge_forecasts(
+            returns, candidates, weights, first_target=ws.pseudo_start, last_target=ws.n_train
+        )[0]
         test[i] = rf_ridge_forecasts(
             returns, candidates, weights, first_target=ws.n_train, last_target=ws.n_months, refit_every=TEST_REFIT_EVERY
         )[0]

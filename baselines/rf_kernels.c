@@ -186,7 +186,8 @@ static Tile make_tile(int kind, int weigh, long r0, long c0, long window, long n
     for (int s = 0; s < TILE * TILE; s++) {
         int i = s / TILE, k = s % TILE;
         if (kind == DIAG) { /* (0,0) (0,1) (0,2) (1,1) (1,2) (2,2), then the prediction row */
-            static const int diag_i[TILE * TILE] = {0, 0, 0, 1, 1, 2, 3, 3, 3}, diag_k[TILE * TILE] = {0, 1, 2, 1, 2, 2, 0, 1, 2};
+            static const int diag_i[TILE * TILE] = {0, 0, 0, 1, 1, 2, 3, 3, 3};
+            static const int diag_k[TILE * TILE] = {0, 1, 2, 1, 2, 2, 0, 1, 2};
             i = diag_i[s];
             k = diag_k[s];
         }
@@ -201,13 +202,14 @@ static Tile make_tile(int kind, int weigh, long r0, long c0, long window, long n
 /* Tiles covering the needed pairs: (training a, training b) with a <= b (the upper triangle of
  * the Gram matrix) and (prediction c, training b), column group by column group. Rows are grouped
  * by TILE from the first, so the diagonal tiles of the Gram matrix are aligned; the one or two rows
- * left over get ROW tiles. With a single prediction row, a full diagonal block and the prediction
- * row share a DIAG tile. Returns the number of tiles written. */
+ * left over get ROW tiles. With a single prediction row left over, a full diagonal block and the
+ * prediction row share a DIAG tile. Returns the number of tiles written. */
 static int plan_tiles(long window, long max_served, Tile *tiles) {
     const long n_rows = window + max_served, grouped = n_rows - n_rows % TILE;
     int n = 0;
     for (long c0 = 0; c0 < window; c0 += TILE) {
-        const int diag = max_served == 1 && c0 + TILE <= window;
+        /* a DIAG tile when the prediction row is a row of its own and the diagonal block is full */
+        const int diag = max_served == 1 && window >= grouped && c0 + TILE <= window;
         int first = 1;
         for (long r0 = 0; r0 < n_rows; r0 += r0 < grouped ? TILE : 1) {
             if (diag && r0 == window) continue; /* the prediction row is in the DIAG tile */
@@ -235,8 +237,8 @@ static inline __attribute__((always_inline)) v4d column(const double *f, const d
 
 /* acc[TILE * i + k] += f_row[i] * t_col[k] lane by lane over len features (a multiple of 4).
  * 3 x 3: nine accumulators, three rows, one column and one product fit the 16 vector registers
- * of AVX2 without spilling (a multiply and an add, not a fused multiply-add). Height 1 keeps the
- * same lane order, so a dot product does not depend on the tile that computes it. */
+ * of AVX2 without spilling (a multiply and an add, not a fused multiply-add). ROW and DIAG tiles
+ * keep the same lane order, so a dot product does not depend on the tile that computes it. */
 static inline __attribute__((always_inline)) void tile3(const double *const *rows, const double *weight, double *t,
                                                        int weigh, long len, const Tile *tile, v4d *acc) {
     const double *x0 = rows[tile->row[0]], *x1 = rows[tile->row[1]], *x2 = rows[tile->row[2]];
@@ -354,7 +356,8 @@ static inline __attribute__((always_inline)) void window_weights(double *ring, l
     if (fresh) {
         for (long p = 0; p < len; p++) sum1[p] = sum2[p] = 0.0;
         for (long s = start; s < start + window; s++) slide(ring_row(ring, n_ring, s), base, len, 1.0, sum1, sum2);
-        for (long p = 0; p < len; p += 4) store4(weight + p, weight4(load4(sum1 + p), load4(sum2 + p), inv_window, dof));
+        for (long p = 0; p < len; p += 4)
+            store4(weight + p, weight4(load4(sum1 + p), load4(sum2 + p), inv_window, dof));
         return;
     }
     for (long leaving = previous; leaving < start - 1; leaving++) {
@@ -414,7 +417,8 @@ int rf_grams(const double *inputs, long n_inputs, const double *scaled_weights_t
             /* Prediction rows past served[j] repeat the last training row (their results are dropped). */
             for (long c = 0; c < max_served; c++)
                 rows[window + c] = ring_row(ring, n_ring, c < served[j] ? start + window + c : start + window - 1);
-            for (int k = 0; k < n_tiles; k++) run_tile(rows, weight, t, len, &tiles[k], acc + j * per_refit + k * TILE * TILE);
+            for (int k = 0; k < n_tiles; k++)
+                run_tile(rows, weight, t, len, &tiles[k], acc + j * per_refit + k * TILE * TILE);
         }
     }
     memset(grams, 0, n_refits * window * window * sizeof *grams);
@@ -428,7 +432,8 @@ int rf_grams(const double *inputs, long n_inputs, const double *scaled_weights_t
                 const long r = tile->dot_row[s], c = tile->dot_col[s];
                 if (r < 0) continue;
                 if (r < window) gram[r * window + c] = lane_sum(sums[s]);
-                else if (r - window < served[j]) kernels[(j * max_served + r - window) * window + c] = lane_sum(sums[s]);
+                else if (r - window < served[j])
+                    kernels[(j * max_served + r - window) * window + c] = lane_sum(sums[s]);
             }
         }
         for (long a = 1; a < window; a++) /* the lower triangle from the upper one */

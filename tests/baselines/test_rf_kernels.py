@@ -21,7 +21,7 @@ if not (SOURCE / "rf_kernels.c").is_file():  # an installed (non-editable) packa
 
 
 def numpy_features(inputs: np.ndarray, weights_t: np.ndarray) -> np.ndarray:
-    """[cos(a); sin(a)] with a = inputs @ weights_t summed over k in the kernel's order (a BLAS product may round differently)."""
+    """[cos(a); sin(a)], a = inputs @ weights_t summed over k in the kernel's order (BLAS may round differently)."""
     angles = inputs[:, :1] * weights_t[0]
     for k in range(1, inputs.shape[1]):
         angles = angles + inputs[:, k : k + 1] * weights_t[k]
