@@ -133,8 +133,8 @@ def lasso_gram(
     independently, one after another, in compiled code (``lasso_kernels.c``: fixed summation order,
     no fused multiply-adds), so a problem's answer depends neither on the others in the batch nor
     on the machine. A column with ``G_jj = 0`` gets coefficient 0. Raises ``RuntimeError`` if a
-    problem is not solved within 1,000 rounds (only seen with exactly collinear active predictors,
-    whose polish system is singular).
+    problem is not solved within 1,000 rounds (a NaN in its input, for instance, never satisfies the
+    conditions).
 
     References
     ----------
