@@ -8,7 +8,7 @@ the grid runner writes atomically as ``result.json``.
 
 from __future__ import annotations
 
-import shutil
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +48,7 @@ class EpisodeSettings:
 def evaluation_summary(evaluation: Any) -> dict[str, Any]:
     """The scalar results of an evaluation as JSON types (the forecasts go to ``evaluation.csv``)."""
     def number(value: float) -> float | None:
-        return None if value != value else float(value)  # NaN -> null
+        return float(value) if math.isfinite(value) else None  # NaN (not evaluable) -> null
 
     return {
         "evaluable": bool(evaluation.evaluable), "error": evaluation.error, "oos_r2": number(evaluation.oos_r2),
@@ -56,6 +56,12 @@ def evaluation_summary(evaluation: Any) -> dict[str, Any]:
         "n_forecasts": int(evaluation.n_forecasts), "refit_every": int(evaluation.refit_every),
         "sandboxed": bool(evaluation.sandboxed), "wall_seconds": round(float(evaluation.wall_seconds), 3),
     }
+
+
+def sandbox_description(sandbox: object) -> dict[str, Any] | None:
+    """What the episode's sandbox was (kind, limits, seccomp, the agent's package versions), if it says."""
+    describe = getattr(sandbox, "describe", None)
+    return describe() if callable(describe) else None
 
 
 def run_episode(
@@ -146,8 +152,8 @@ def run_episode(
         evaluation = None
         submission = record.submission
         model_sha = None
-        if submission is not None and submission.verdict != "abort_no_predictability":
-            shutil.copyfile(workspace / MODEL_FILE, run_dir / MODEL_FILE)
+        if protocol.model_source is not None:  # the bytes that were checked, never re-read from the workspace
+            (run_dir / MODEL_FILE).write_bytes(protocol.model_source)
             model_sha = sha256_file(run_dir / MODEL_FILE)
             log.write("evaluation_start", model_sha256=model_sha)
             evaluation = evaluator(run_dir / MODEL_FILE, visible, test)
@@ -174,6 +180,7 @@ def run_episode(
         "usage": vars(usage),
         "served_models": sorted(m for m in served if m),
         "wall_seconds": round(time.monotonic() - started, 3),
+        "sandbox": sandbox_description(sandbox),
         "record": record.to_dict(),
     }
 

@@ -22,9 +22,12 @@ At no time does the sandbox hold a row beyond the month it is forecasting from, 
 model does (inspect the stack, read stdin or the pipe, list or open files).
 
 A model is *not evaluable* (``evaluable=False``, ``error`` says why; never silently zeroed) when the
-file is missing, it fails to import or lacks ``fit``/``predict``, a call raises, a call exceeds the
+file is missing, is not a regular file (a link, a FIFO: it is opened without following links) or
+is larger than 1 MiB, it fails to import or lacks ``fit``/``predict``, a call raises, a call exceeds the
 per-call time limit or the evaluation exceeds the total time limit, a process limit of the sandbox
-stops it, or ``predict`` returns something that is not one finite real number.
+or the host's watch of the whole process tree (memory, workspace bytes) stops it, ``predict``
+returns something that is not one finite real number, or the scores are not finite (forecasts so
+large that their squared errors overflow).
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ import json
 import math
 import os
 import selectors
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -57,7 +59,11 @@ from planted.agents.sandbox import (
     finish,
     kill_process_tree,
     stage_file,
+    watch_tree,
 )
+from planted.agents.tools import encodable
+from planted.agents.watchdog import TreeWatch
+from planted.agents.workspace_files import MODEL_FILE_CAP, WorkspaceFileError, read_workspace_file
 from planted.baselines.forecasts import compare_forecasts, expanding_mean_forecasts
 
 HARNESS = Path(__file__).with_name("eval_harness.py")
@@ -159,10 +165,11 @@ class _Harness:
     """The host's end of the pipe protocol with ``eval_harness.py``."""
 
     def __init__(
-        self, proc: subprocess.Popen, limits: EvaluatorLimits, started: float, tasks: Callable[[], int] | None
+        self, proc: subprocess.Popen, limits: EvaluatorLimits, started: float, tasks: Callable[[], int] | None,
+        watch: TreeWatch,
     ) -> None:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-        self.proc, self.tasks = proc, tasks
+        self.proc, self.tasks, self.watch = proc, tasks, watch
         self.streams: tuple[IO[bytes], IO[bytes], IO[bytes]] = (proc.stdin, proc.stdout, proc.stderr)
         self.limits = limits
         self.deadline = started + limits.sandbox.wall_seconds
@@ -248,6 +255,12 @@ class _Harness:
 
     def _died(self, what: str) -> str:
         """The reason when the harness closed its reply channel: how its process ended."""
+        self.watch.stop()  # before the process is reaped: the watch signals its process group
+        if self.watch.breach == "memory":
+            limit = self.limits.sandbox.memory_bytes
+            return f"{what}: the model's processes used more than {limit} bytes of memory together and were killed"
+        if self.watch.breach == "disk":
+            return f"{what}: the model wrote more than {self.limits.sandbox.disk_bytes} bytes of files and was killed"
         try:
             self.proc.wait(timeout=2.0)
         except subprocess.TimeoutExpired:
@@ -271,6 +284,7 @@ class _Harness:
 
     def close(self) -> None:
         """End the harness (EOF on its input) and make sure its whole process tree is gone."""
+        self.watch.stop()
         self.selector.close()
         try:
             self.streams[0].close()
@@ -370,20 +384,27 @@ def evaluate(
     forecasts = np.full(len(test), np.nan)
     started = time.monotonic()
     model_file = Path(model_file)
-    if model_file.is_file():
-        error = _run(model_file, train, test, refit_every, limits, unsafe_no_sandbox, forecasts)
+    oos_r2 = cw_stat = cw_pvalue = math.nan
+    try:
+        source = read_workspace_file(model_file.parent, model_file.name, MODEL_FILE_CAP)
+    except WorkspaceFileError as exc:
+        error: str | None = f"model file {exc}"
     else:
-        error = f"model file {model_file.name} not found"
-    evaluable = error is None
-    if evaluable:
+        error = _run(source, train, test, refit_every, limits, unsafe_no_sandbox, forecasts)
+    if error is None:
         model = np.full(last, np.nan)
         model[first:] = forecasts
         bench = np.full(last, np.nan)
         bench[first:] = benchmark
-        scores = compare_forecasts(returns, bench, model, first, last)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflowing forecasts are caught just below
+            scores = compare_forecasts(returns, bench, model, first, last)
         oos_r2, cw_stat, cw_pvalue = float(scores.oos_r2), float(scores.cw_stat), float(scores.cw_pvalue)
-    else:
-        oos_r2 = cw_stat = cw_pvalue = math.nan
+        if not all(math.isfinite(v) for v in (oos_r2, cw_stat, cw_pvalue)):
+            largest = float(np.max(np.abs(forecasts)))
+            error = (f"the forecasts cannot be scored in floating point (largest |forecast| {largest:.3g}: "
+                     "squared errors overflow)")
+            oos_r2 = cw_stat = cw_pvalue = math.nan
+    evaluable = error is None
     return Evaluation(
         months=test["month"].to_numpy(np.int64),
         forecasts=forecasts,
@@ -393,7 +414,7 @@ def evaluate(
         cw_stat=cw_stat,
         cw_pvalue=cw_pvalue,
         evaluable=evaluable,
-        error=None if evaluable else f"not evaluable: {error}",
+        error=None if evaluable else encodable(f"not evaluable: {error}"),
         refit_every=refit_every,
         sandboxed=not unsafe_no_sandbox,
         wall_seconds=time.monotonic() - started,
@@ -401,7 +422,7 @@ def evaluate(
 
 
 def _run(
-    model_file: Path,
+    source: bytes,
     train: pd.DataFrame,
     test: pd.DataFrame,
     refit_every: int,
@@ -413,8 +434,7 @@ def _run(
     with tempfile.TemporaryDirectory(prefix="planted-eval-") as tmp:
         files_dir = Path(tmp, "files")
         files_dir.mkdir()
-        shutil.copyfile(model_file, files_dir / "final_model.py")
-        (files_dir / "final_model.py").chmod(0o444)
+        stage_file(files_dir, "final_model.py", source)
         stage_file(files_dir, "eval_harness.py", HARNESS.read_text(encoding="utf-8"))
         kind = UnsafeLocalSandbox if unsafe else BwrapSandbox
         sandbox = kind(Path(tmp, "workspace"), None, limits.sandbox)
@@ -425,12 +445,15 @@ def _run(
             files_dir,
             stdin=subprocess.PIPE,
         )
-        harness = _Harness(proc, limits, started, sandbox.tasks)
-        try:
-            _forecast_loop(harness, train, test, refit_every, out)
-        except _NotEvaluable as failure:
-            kill_process_tree(proc)
-            return str(failure)
-        finally:
-            harness.close()
+        watch = watch_tree(sandbox, proc)
+        harness = _Harness(proc, limits, started, sandbox.tasks, watch)
+        with watch:
+            try:
+                _forecast_loop(harness, train, test, refit_every, out)
+            except _NotEvaluable as failure:
+                if watch.breach is None:
+                    kill_process_tree(proc)
+                return str(failure)
+            finally:
+                harness.close()
     return None

@@ -5,21 +5,26 @@ Output layout under ``OUT/<study>/``::
     study.json          the resolved configuration and its hash (a rerun with another one is refused)
     worlds/<world_id>/  each world's files (visible/ for the agent, sealed/ for evaluation)
     baselines.parquet   every baseline procedure on every world (decision p-values, truth labels)
+    sealed/study_secret.json  the study's secret (world seeds; see planted.agents.secret)
     runs/<run_id>/      transcript.jsonl, final_model.py, evaluation.csv, result.json
-    ws/<hash>/          each run's agent workspace (a neutral name: its path is visible to the agent)
+                        attempts/<n>/: the files of earlier attempts of the run, kept
+    ws/<random>/        each run's agent workspace (a random name: its path is visible to the agent)
     ledger.jsonl        append-only log of run starts and ends (informational)
     runs.parquet        one row per run, with the world's truth labels and the baselines' claims
 
-A run counts as done exactly when its ``result.json`` exists with status ``ok``; it is written
-atomically as the run's last act. Anything else (no result, an errored result, a damaged
-transcript) is redone from scratch on the same world, so a rerun of the same command does only
-what is missing and never duplicates a run.
+A run counts as done exactly when its ``result.json`` exists with status ``ok`` (an agent outcome)
+or ``infra_error`` (the host failed it ``1 + max_infra_retries`` times in a row: recorded with the
+reason, never counted as an agent outcome, not redone unless asked); it is written atomically as
+the run's last act. Anything else (no result, an interrupted run, a damaged transcript) is redone
+on the same world, and the files of the earlier attempt are moved to ``attempts/<n>/`` first, so a
+rerun of the same command does only what is missing, never duplicates a run and never loses a file.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import threading
@@ -45,6 +50,9 @@ from planted.worlds import World, WorldFileError, build, read_meta, write_world
 from planted.worlds.files import VISIBLE_FILE
 
 RESULT_FILE = "result.json"
+ATTEMPTS_DIR = "attempts"
+DONE_STATUSES = ("ok", "infra_error")
+"""Statuses of a finished run: ``ok`` (an agent outcome) and ``infra_error`` (given up on; not an outcome)."""
 
 
 class StudyConfigMismatch(RuntimeError):
@@ -67,6 +75,8 @@ class GridContext:
     progress: bool = True
     analysis_label: str = "exploratory"
     """``confirmatory`` (a frozen study whose manifest verified) or ``exploratory``; stamped into every record."""
+    max_infra_retries: int = 2
+    """Attempts after the first when a run fails for infrastructure reasons, before it is recorded as ``infra_error``."""
 
     @property
     def settings(self) -> EpisodeSettings:
@@ -92,7 +102,7 @@ def config_hash(config: dict[str, Any], prompts: Prompts) -> str:
 def _atomic_json(path: Path, payload: dict[str, Any]) -> None:
     partial = path.with_name(path.name + ".part")
     with open(partial, "w", encoding="utf-8") as handle:
-        json.dump(payload, handle, indent=2, sort_keys=True, default=str)
+        json.dump(payload, handle, indent=2, sort_keys=True, default=str, allow_nan=False)
         handle.write("\n")
         handle.flush()
         os.fsync(handle.fileno())
@@ -167,35 +177,89 @@ def run_baselines(ctx: GridContext, grid: StudyGrid, worlds: dict[str, World]) -
     return table
 
 
-def run_is_done(run_dir: Path) -> bool:
-    """A run is done when its result says ``ok`` and its transcript is intact."""
+def run_status(run_dir: Path) -> str | None:
+    """The status of a run's result (None without a readable result and an intact transcript)."""
     result = run_dir / RESULT_FILE
     if not result.is_file():
-        return False
+        return None
     try:
         status = json.loads(result.read_text()).get("status")
-        read_events(run_dir / "transcript.jsonl")
-    except (json.JSONDecodeError, TranscriptError, FileNotFoundError):
-        return False
-    return status == "ok"
+        if status == "ok":
+            read_events(run_dir / "transcript.jsonl")
+    except (ValueError, TranscriptError, FileNotFoundError):
+        return None
+    return status
 
 
-def workspace_dir(out: Path, digest: str, run_id: str) -> Path:
-    """The run's agent workspace: ``OUT/ws/<hash>``, a name that reveals nothing about the world.
+def run_is_done(run_dir: Path, *, redo_infra_errors: bool = False) -> bool:
+    """A run is done when its result says ``ok`` (with an intact transcript) or ``infra_error``."""
+    status = run_status(run_dir)
+    return status == "ok" or (status == "infra_error" and not redo_infra_errors)
+
+
+def new_workspace(out: Path) -> Path:
+    """A fresh agent workspace ``OUT/ws/<random>``: a name that reveals nothing about the world or the run.
 
     The sandbox mounts it at ``/workspace`` and its host path is readable inside the sandbox, so it
-    must not contain the run id (which names the cell's R2 and the framing).
+    is random (never derived from the run id, which names the cell's R2 and the framing).
     """
-    return out / "ws" / sha256_bytes(f"{digest}/{run_id}".encode())[:20]
+    while True:
+        path = out / "ws" / secrets.token_hex(10)
+        try:
+            path.mkdir(parents=True)
+        except FileExistsError:
+            continue
+        return path
+
+
+def archive_attempt(run_dir: Path, out: Path) -> int | None:
+    """Move the files of an unfinished attempt of a run to ``attempts/<n>/``; return n (None: nothing there).
+
+    The attempt's workspace (named in its ``workspace.txt``) is removed: only the record and the
+    transcript are kept.
+    """
+    files = [p for p in run_dir.iterdir() if p.name != ATTEMPTS_DIR] if run_dir.is_dir() else []
+    if not files:
+        return None
+    pointer = run_dir / "workspace.txt"
+    if pointer.is_file():
+        workspace = out / "ws" / pointer.read_text().strip()
+        if workspace.parent == out / "ws" and workspace.is_dir():
+            shutil.rmtree(workspace)
+    attempts = run_dir / ATTEMPTS_DIR
+    attempts.mkdir(exist_ok=True)
+    number = 1 + max((int(p.name) for p in attempts.iterdir() if p.name.isdigit()), default=0)
+    target = attempts / str(number)
+    target.mkdir()
+    for path in files:
+        path.rename(target / path.name)
+    return number
+
+
+def _attempt(ctx: GridContext, unit, world: World, base: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """One attempt of a run: its record (status ``ok``) or the infrastructure error (status ``error``)."""
+    workspace = new_workspace(ctx.out)
+    (run_dir / "workspace.txt").write_text(workspace.name + "\n")
+    base = base | {"workspace": str(workspace.relative_to(ctx.out))}
+    try:
+        record = run_episode(
+            backend=ctx.backend, prompts=ctx.prompts, framing=unit.framing, visible=world.visible, test=world.test,
+            data_file=ctx.out / "worlds" / unit.world_id / VISIBLE_FILE, run_dir=run_dir, workspace=workspace,
+            sandbox_factory=ctx.sandbox_factory, evaluator=ctx.evaluator, settings=ctx.settings,
+        )
+    except FatalBackendError:
+        raise
+    except Exception as exc:  # infrastructure failure (never the agent's): recorded, retried
+        return base | {"status": "error", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+    return base | {"status": "ok", "error": None} | record
 
 
 def _execute(ctx: GridContext, unit, world: World, world_unit: WorldUnit, digest: str, ledger: EventLog) -> None:
     run_dir = ctx.out / "runs" / unit.run_id
-    workspace = workspace_dir(ctx.out, digest, unit.run_id)
-    for stale in (run_dir, workspace):
-        if stale.exists():
-            shutil.rmtree(stale)  # an interrupted or errored attempt: redo from scratch
-    run_dir.mkdir(parents=True)
+    earlier = archive_attempt(run_dir, ctx.out)
+    if earlier is not None:
+        tqdm.write(f"{unit.run_id}: an unfinished earlier attempt is kept in {run_dir / ATTEMPTS_DIR / str(earlier)}")
+    run_dir.mkdir(parents=True, exist_ok=True)
     ledger.write("run_start", run_id=unit.run_id)
     base = {
         "run_id": unit.run_id, "world_id": unit.world_id, "framing": unit.framing, "replicate": unit.replicate,
@@ -203,25 +267,29 @@ def _execute(ctx: GridContext, unit, world: World, world_unit: WorldUnit, digest
         "planted_column": world.planted_column, "model": ctx.config["model"].get("model_id"),
         "backend": ctx.config["model"].get("backend"), "sandboxed": ctx.sandboxed, "config_hash": digest,
         "planted_version": planted.__version__, "code_version": code_version(),
-        "analysis_label": ctx.analysis_label, "workspace": str(workspace.relative_to(ctx.out)),
+        "analysis_label": ctx.analysis_label,
     }
+    failures: list[str] = []
     try:
-        record = run_episode(
-            backend=ctx.backend, prompts=ctx.prompts, framing=unit.framing, visible=world.visible, test=world.test,
-            data_file=ctx.out / "worlds" / unit.world_id / VISIBLE_FILE, run_dir=run_dir, workspace=workspace,
-            sandbox_factory=ctx.sandbox_factory, evaluator=ctx.evaluator, settings=ctx.settings,
-        )
-        payload = base | {"status": "ok", "error": None} | record
+        for attempt in range(1 + ctx.max_infra_retries):
+            if attempt:
+                archive_attempt(run_dir, ctx.out)
+            payload = _attempt(ctx, unit, world, base, run_dir)
+            if payload["status"] == "ok":
+                break
+            failures.append(payload["error"])
+            ledger.write("run_attempt_failed", run_id=unit.run_id, attempt=attempt + 1, error=payload["error"])
+        else:
+            payload = payload | {"status": "infra_error", "attempt_errors": failures}
+            tqdm.write(f"{unit.run_id}: gave up after {len(failures)} infrastructure failures: {failures[-1]}")
     except FatalBackendError:
         ledger.write("run_interrupted", run_id=unit.run_id)
         raise
-    except Exception as exc:  # infrastructure failure: recorded, redone on the next invocation
-        payload = base | {"status": "error", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
-    _atomic_json(run_dir / RESULT_FILE, payload)
+    _atomic_json(run_dir / RESULT_FILE, payload | {"attempts": len(failures) + (payload["status"] == "ok")})
     ledger.write("run_end", run_id=unit.run_id, status=payload["status"])
 
 
-def run_grid(ctx: GridContext, grid: StudyGrid, *, limit: int | None = None) -> pd.DataFrame:
+def run_grid(ctx: GridContext, grid: StudyGrid, *, limit: int | None = None, redo_infra_errors: bool = False) -> pd.DataFrame:
     """Run (or resume) every episode of ``grid`` and return the run table (also ``runs.parquet``).
 
     Parameters
@@ -230,6 +298,8 @@ def run_grid(ctx: GridContext, grid: StudyGrid, *, limit: int | None = None) -> 
     grid : StudyGrid
     limit : int, optional
         Run at most this many pending episodes (for staged runs); the rest stay pending.
+    redo_infra_errors : bool
+        Also redo runs recorded as ``infra_error`` (after fixing what failed them).
 
     Raises
     ------
@@ -239,7 +309,7 @@ def run_grid(ctx: GridContext, grid: StudyGrid, *, limit: int | None = None) -> 
     digest = claim_directory(ctx)
     worlds = materialise_worlds(ctx, grid)
     baselines = run_baselines(ctx, grid, worlds)
-    pending = [u for u in grid.runs if not run_is_done(ctx.out / "runs" / u.run_id)]
+    pending = [u for u in grid.runs if not run_is_done(ctx.out / "runs" / u.run_id, redo_infra_errors=redo_infra_errors)]
     if limit is not None:
         pending = pending[:limit]
     bar = tqdm(total=len(grid.runs), initial=len(grid.runs) - len(pending), desc="episodes", disable=not ctx.progress)
@@ -286,7 +356,7 @@ def collect_runs(out: Path, grid: StudyGrid, baselines: pd.DataFrame) -> pd.Data
                 "run_id": unit.run_id, "world_id": unit.world_id, "group": unit.group, "framing": unit.framing,
                 "replicate": unit.replicate, "status": result["status"], "error": result.get("error"),
                 **{k: spec.get(k) for k in ("family", "r2", "phi", "rho", "shocks", "factor")},
-                "seed_entropy": result["seed"]["entropy"], "seed_spawn_key": json.dumps(result["seed"]["spawn_key"]),
+                "seed_entropy": json.dumps(result["seed"]["entropy"]), "seed_spawn_key": json.dumps(result["seed"]["spawn_key"]),
                 "planted_column": result.get("planted_column"), "model": result.get("model"),
                 "backend": result.get("backend"), "sandboxed": result.get("sandboxed"),
                 "verdict": result.get("verdict"), "claim": result.get("claim"), "probability": result.get("probability"),

@@ -2,17 +2,19 @@
 
 :class:`EpisodeProtocol` turns each tool call into an observation and keeps the episode's record.
 It knows nothing about models or wire formats; it calls the sandbox for ``run_python`` and checks
-the submitted model file statically (it never imports agent code in the host).
+the submitted model file statically (it never imports, or even parses, agent code in the host
+process), keeping the accepted file's bytes so that what is scored is what was checked.
 """
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from planted.agents.model_check import model_source_problem
 from planted.agents.tools import BUDGETED_TOOLS, CLAIM, ToolArgumentError, ToolCall, ToolResult, parse_arguments
+from planted.agents.workspace_files import MODEL_FILE_CAP, WorkspaceFileError, read_workspace_file
 
 MODEL_FILE = "final_model.py"
 
@@ -65,23 +67,21 @@ class EpisodeRecord:
         }
 
 
-def model_file_problem(path: Path) -> str | None:
-    """Why ``path`` is not an acceptable final model (``None`` when it is), by static inspection.
+def read_model_file(workspace: Path) -> tuple[bytes | None, str | None]:
+    """The submitted model's bytes and ``None``, or ``None`` and why it is not acceptable.
 
-    The file must exist, parse as Python and define top-level functions ``fit`` and ``predict``
-    (the evaluator's contract). Nothing is executed in the host.
+    The file is read without following links (a regular file of at most 1 MiB, see
+    :mod:`planted.agents.workspace_files`) and checked statically in a bounded child process
+    (:mod:`planted.agents.model_check`): it must parse and define top-level ``fit`` and ``predict``.
+    Nothing the agent wrote is executed or parsed in the host process.
     """
-    if not path.is_file():
-        return f"/workspace/{MODEL_FILE} not found"
+    shown = f"/workspace/{MODEL_FILE}"
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-    except SyntaxError as exc:
-        return f"/workspace/{MODEL_FILE} has a syntax error (line {exc.lineno}: {exc.msg})"
-    defined = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    missing = [name for name in ("fit", "predict") if name not in defined]
-    if missing:
-        return f"/workspace/{MODEL_FILE} does not define {' and '.join(missing)} at top level"
-    return None
+        source = read_workspace_file(workspace, MODEL_FILE, MODEL_FILE_CAP)
+    except WorkspaceFileError as exc:
+        return None, f"/workspace/{exc}"
+    problem = model_source_problem(source, shown)
+    return (None, problem) if problem else (source, None)
 
 
 class EpisodeProtocol:
@@ -112,6 +112,8 @@ class EpisodeProtocol:
         self.budget = budget
         self.data_note = data_note
         self.record = EpisodeRecord()
+        self.model_source: bytes | None = None
+        """The accepted model file's bytes (what the evaluator scores), once a submission is accepted."""
 
     @property
     def finished(self) -> bool:
@@ -153,7 +155,7 @@ class EpisodeProtocol:
 
     def _submit(self, call: ToolCall, arguments: dict[str, Any]) -> ToolResult:
         if arguments["verdict"] != "abort_no_predictability":
-            problem = model_file_problem(self.workspace / MODEL_FILE)
+            source, problem = read_model_file(self.workspace)
             if problem:
                 self.record.rejected_submissions += 1
                 return ToolResult(
@@ -162,6 +164,7 @@ class EpisodeProtocol:
                     "submit_final again.",
                     is_error=True,
                 )
+            self.model_source = source
         self.record.submission = Submission(**arguments)
         return ToolResult(call.call_id, "Submission accepted. The episode is over.")
 

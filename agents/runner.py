@@ -22,9 +22,10 @@ from planted.agents.grid import GridContext, StudyConfigMismatch, config_hash, r
 from planted.agents.prompts import load_prompts
 from planted.agents.registry import make_backend
 from planted.agents.sandbox import BwrapSandbox, SandboxLimits, UnsafeLocalSandbox
+from planted.agents.secret import study_secret
 from planted.agents.study import StudyGrid, study_grid
 from planted.config import compose_study
-from planted.prereg import analysis_label
+from planted.prereg import analysis_label, committed_secret, revealed_secret_file
 
 
 @dataclass
@@ -33,6 +34,8 @@ class PreparedRun:
 
     context: GridContext
     grid: StudyGrid
+    runnable: bool = True
+    """False for a dry run, whose grid has a placeholder secret."""
 
     def plan(self) -> str:
         """Planned runs, what is already done, and a cost estimate from logged usage and the prices."""
@@ -50,21 +53,24 @@ class PreparedRun:
         lines.append(cost_estimate(self.context.out, pending, self.context.config["model"]))
         return "\n".join(lines)
 
-    def execute(self, limit: int | None = None) -> str:
+    def execute(self, limit: int | None = None, redo_infra_errors: bool = False) -> str:
         """Run (or resume) the grid; return the summary table and where the files are."""
-        runs = run_grid(self.context, self.grid, limit=limit)
+        if not self.runnable:
+            raise RuntimeError("a dry-run plan cannot be executed: prepare the run without dry_run")
+        runs = run_grid(self.context, self.grid, limit=limit, redo_infra_errors=redo_infra_errors)
         procedures = list(self.context.config["study"].get("procedures", []))
         shown = [p for p in ("hac_holm", "combination", "oracle") if p in procedures]
         lines = [f"study {self.grid.name} ({self.context.analysis_label}): {len(runs)} of {len(self.grid.runs)} runs logged"]
         if not runs.empty:
-            errors = int((runs["status"] != "ok").sum())
+            errors = int((runs["status"] == "infra_error").sum())
             lines.append(
                 "claim rates by world type (share of runs with verdict 'beats', Wilson 95% intervals), "
                 "agent next to baselines at 5%:"
             )
             lines.append(summary_table(runs, shown).to_string(index=False))
             if errors:
-                lines.append(f"{errors} runs ended in an infrastructure error; rerun the same command to redo them")
+                lines.append(f"{errors} runs failed for infrastructure reasons on every attempt (not agent outcomes; "
+                             "their result.json says why); fix the cause, then rerun with --redo-infra-errors")
         out = self.context.out
         lines += [
             f"run table:  {out / 'runs.parquet'}",
@@ -115,8 +121,10 @@ def prepare_run(
     base_url: str | None = None,
     overrides: list[str] | tuple[str, ...] = (),
     progress: bool = True,
-    sandbox_limits: SandboxLimits = SandboxLimits(),
+    sandbox_limits: SandboxLimits | None = None,
     exploratory: bool = False,
+    dry_run: bool = False,
+    max_infra_retries: int = 2,
 ) -> PreparedRun:
     """Compose and check a study run; nothing is built or sent before every check has passed.
 
@@ -133,12 +141,21 @@ def prepare_run(
     planted.prereg.PreregistrationError
         The study is frozen and its manifest does not verify (and ``exploratory`` is not set).
 
+    planted.agents.secret.StudySecretError
+        A frozen study whose committed secret is missing or does not match.
+
     Notes
     -----
     A run is ``confirmatory`` only for a frozen study whose manifest verifies, without overrides
     and without ``exploratory``; everything else is labelled ``exploratory`` in every output.
+    World seeds need the study's secret (:mod:`planted.agents.secret`): a frozen study's secret is
+    the one committed by its manifest (or its revealed file); an unfrozen study's is created in
+    ``OUT/<study>/sealed/`` on first use. ``dry_run`` creates nothing: its grid has a placeholder
+    secret (counts and run order do not depend on the secret).
     """
     config = compose_study(study, model, overrides)
+    if sandbox_limits is None:
+        sandbox_limits = limits_from_config(config["study"])
     label = "exploratory"
     if not study.endswith((".yaml", ".yml")):
         label, _ = analysis_label(study, exploratory=exploratory or bool(overrides))
@@ -147,8 +164,8 @@ def prepare_run(
     sandbox_class = UnsafeLocalSandbox if unsafe_no_sandbox else BwrapSandbox
     with tempfile.TemporaryDirectory() as probe:
         sandbox_class(Path(probe) / "workspace", None, sandbox_limits)  # fails now, not mid-grid
-    grid = study_grid(config["study"])
-    target = Path(out) / grid.name
+    name = str(config["study"]["name"])
+    target = Path(out) / name
     manifest = target / "study.json"
     if manifest.is_file() and json.loads(manifest.read_text())["config_hash"] != config_hash(config, prompts):
         if not new_dir:
@@ -157,14 +174,45 @@ def prepare_run(
                 "next to it, or choose another --out"
             )
         target = _fresh_directory(target)
+    frozen = None if study.endswith((".yaml", ".yml")) else study
+    if dry_run:
+        secret = 0
+    else:
+        secret = study_secret(target, name, committed_sha256=committed_secret(frozen) if frozen else None,
+                              revealed=revealed_secret_file(frozen) if frozen else None)
+    grid = study_grid(config["study"], secret)
     context = GridContext(
         out=target, config=config, backend=backend, prompts=prompts,
         sandbox_factory=partial(_make_sandbox, sandbox_class, sandbox_limits),
         evaluator=partial(_evaluate, unsafe_no_sandbox=unsafe_no_sandbox, refit_every=int(config["study"].get("refit_every", 12))),
         sandboxed=not unsafe_no_sandbox, concurrency=concurrency or int(config["model"].get("concurrency", 1)),
         factor_file=str(factor_file) if factor_file else None, progress=progress, analysis_label=label,
+        max_infra_retries=max_infra_retries,
     )
-    return PreparedRun(context=context, grid=grid)
+    return PreparedRun(context=context, grid=grid, runnable=not dry_run)
+
+
+def limits_from_config(study: dict[str, Any]) -> SandboxLimits:
+    """The sandbox limits of a study: the defaults of :class:`SandboxLimits`, overridden by its ``sandbox`` mapping.
+
+    Raises
+    ------
+    planted.config.ConfigError
+        An unknown key (the valid ones are listed) or an invalid value.
+    """
+    from dataclasses import fields
+
+    from planted.config import ConfigError
+
+    given = dict(study.get("sandbox") or {})
+    valid = [f.name for f in fields(SandboxLimits)]
+    unknown = sorted(set(given) - set(valid))
+    if unknown:
+        raise ConfigError(f"study.sandbox has unknown keys {unknown}; the limits are {', '.join(valid)}")
+    try:
+        return SandboxLimits(**given)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"study.sandbox: {exc}") from None
 
 
 def _make_sandbox(sandbox_class, limits: SandboxLimits, workspace: Path, data_file: Path):

@@ -1,48 +1,59 @@
 """The agent's ``run_python`` sandbox: every call is a fresh Python process inside bubblewrap.
 
-What the sandboxed process sees (SPEC 2.3):
+What the sandboxed process sees (SPEC 2.3, ``docs/security.md``):
 
 * a read-only system: ``/usr``, the ``/bin``, ``/sbin``, ``/lib*`` links or directories, the few
-  ``/etc`` files the dynamic loader needs, and the host interpreter's prefixes (``sys.prefix``,
-  ``sys.base_prefix``, ...) at their host paths, so ``sys.executable`` runs with the host's pandas,
-  numpy, scipy, statsmodels, scikit-learn and lightgbm. The host root is never bound.
+  ``/etc`` files the dynamic loader needs; the host root is never bound;
+* the agent's Python environment (:mod:`planted.agents.agent_env`): the base interpreter, its
+  standard library and only the promised packages and their dependencies, in a synthetic
+  site-packages; planted, its configuration, the LLM SDKs and the host's other packages are absent;
 * exactly one writable directory, the workspace, at ``/workspace`` (the current directory); the
-  agent's data file read-only at ``/workspace/data/data.csv``; the call's code read-only under
+  agent's data file read-only at ``/workspace/data/data.csv`` on a read-only tmpfs the agent cannot
+  replace (the host also checks before every call that ``data`` in the workspace is a plain
+  directory, so bubblewrap never follows a link the agent made); the call's code read-only under
   ``/sandbox``; fresh ``/proc`` and ``/dev``; size-capped tmpfs ``/tmp`` and ``/dev/shm`` private to
-  the call.
+  the call;
 * new network, PID, IPC, UTS and cgroup namespaces: only a loopback interface of its own, no host
-  process visible; when the code's process exits, the kernel kills whatever it left behind.
+  process visible; when the code's process exits, the kernel kills whatever it left behind;
+* a seccomp filter (:mod:`planted.agents.seccomp`): no nested namespaces, no mounts, no ptrace,
+  bpf, io_uring, keyring or module calls.
 
-The code runs under a small supervisor (the first Python process forks; the child runs the code
-as ``__main__``); the supervisor reports the child's CPU time and exit status on a status pipe, and
-an uncaught exception in the child reports which limit it points to (``MemoryError``, ``EAGAIN``
-from fork, ``EFBIG``).
-
-How each limit of :class:`SandboxLimits` is enforced and reported:
+How each limit of :class:`SandboxLimits` is enforced and confirmed. Every reported limit hit is
+measured **by the host** (its clock, its count of the output, ``/proc``, the workspace, the CPU time
+the kernel reports when the host reaps the sandbox); nothing the sandboxed code writes can report
+or hide one:
 
 * ``wall_seconds``: the host reads the output with a deadline, then SIGKILLs bwrap's process group;
   ``--die-with-parent`` makes the PID namespace's init die with it, which kills every process in it.
-* ``cpu_seconds``: ``RLIMIT_CPU`` per process: SIGXCPU at the limit, SIGKILL one second later.
-* ``memory_bytes``: ``RLIMIT_AS`` per process (allocations fail with ``MemoryError``); ``RLIMIT_CORE``
-  is 0.
-* ``processes``: ``RLIMIT_NPROC`` (threads count). The kernel does not apply it to uid 0, so when
-  the host runs as root the code runs as an unprivileged uid of its own (``setpriv`` inside the
-  sandbox after bwrap has mounted everything; capabilities and bounding set emptied,
-  ``no_new_privs``). The uid is ``2_000_000_000 + crc32(workspace path) % 10^9``, so sandboxes on
-  different workspaces do not share a process count; the workspace directory is chowned to it.
-  Beside a failing fork, a tree still sitting at the limit when the wall time or the output cap
-  stops it is reported as ``processes`` (its uid's tasks are counted on the host). As an ordinary
-  user, bwrap runs in a user namespace of its own and the limit counts the processes inside it.
+* ``cpu_seconds``: ``RLIMIT_CPU`` per process (SIGXCPU at the limit, SIGKILL one second later);
+  reported when the code's process died of either signal and the host saw a process of the tree
+  use the limit's CPU time (``/proc/<pid>/stat``, sampled).
+* ``memory_bytes``: the resident memory of the whole process tree, sampled on the host
+  (:class:`~planted.agents.watchdog.TreeWatch`), which kills the tree when it passes the cap; and
+  ``RLIMIT_AS`` per process at twice the cap, so that memory a process touches meets the host's
+  measurement first, while an allocation of more address space than that fails at once with
+  ``MemoryError`` (the code sees the exception; only the host's measurement is a limit hit).
+* ``processes``: ``RLIMIT_NPROC`` (threads count); reported when the host saw the tree at the limit.
+  The kernel does not apply it to uid 0, so when the host runs as root the code runs as an
+  unprivileged uid of its own (``setpriv`` inside the sandbox after bwrap has mounted everything;
+  capabilities and bounding set emptied, ``no_new_privs``). The uid is
+  ``2_000_000_000 + crc32(workspace path) % 10^9``; the workspace directory is chowned to it.
 * ``output_bytes``: stdout and stderr are read incrementally; once their combined size passes the
   cap, the rest is dropped and the process tree is killed (nothing is buffered beyond the cap).
-* ``file_bytes``: ``RLIMIT_FSIZE`` per file and the size of each tmpfs.
+* ``disk_bytes``: total bytes under the workspace (``max(length, allocated)`` per file, sampled
+  while the code runs and measured again after it): a tree that passes it is killed, and the files
+  the call created or changed are removed (by change time, which the code cannot set), so the
+  workspace is back under the cap for the next call.
+* ``file_bytes``: ``RLIMIT_FSIZE`` per file; reported when a workspace file reached the cap.
+* ``tmp_bytes``: the size of each of the tmpfs ``/tmp`` and ``/dev/shm`` (the kernel refuses writes
+  beyond it).
 
 A call returns only when the sandbox's processes are gone (as root, their count is polled until 0).
 
 ``/proc/self/mountinfo`` inside shows the host path of every mount's source. The data file and
 the call's code are therefore mounted from copies under random temporary names; the workspace is
-mounted where it is, so **its host path must not carry anything sealed** (a world's cell, R2 or
-framing): name workspace directories neutrally.
+mounted where it is, so **its host path must not carry anything sealed**: the grid names
+workspaces at random.
 ``threads`` sets ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` and ``MKL_NUM_THREADS`` (default 1:
 reproducible floating point, and few threads against the process limit).
 """
@@ -53,18 +64,23 @@ import os
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import time
 import weakref
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Protocol, Sequence
 
-LimitHit = Literal["wall_time", "cpu_time", "memory", "processes", "output", "file_size"]
-"""Which limit stopped a run."""
+from planted.agents.agent_env import FORBIDDEN_MODULES, AgentEnvironment, agent_environment
+from planted.agents.seccomp import seccomp_program
+from planted.agents.watchdog import TreeWatch, disk_usage
+
+LimitHit = Literal["wall_time", "cpu_time", "memory", "processes", "output", "file_size", "disk"]
+"""Which limit stopped a run (each confirmed by the host)."""
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -72,6 +88,7 @@ GIB = 1024 * MIB
 
 WORKSPACE = "/workspace"
 """Where the writable workspace appears inside the sandbox."""
+DATA_DIR = "/workspace/data"
 DATA_PATH = "/workspace/data/data.csv"
 """Where the agent's data file appears inside the sandbox."""
 FILES_ROOT = "/sandbox"
@@ -80,22 +97,13 @@ FILES_ROOT = "/sandbox"
 _UID_BASE = 2_000_000_000
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives")
 
-# The process the sandbox starts: it forks, the child runs the code as __main__ (runpy) from its
-# read-only file, the parent (a supervisor that only waits) reports the child's CPU time on the
-# status pipe and exits with the child's status (128 + N for signal N). An uncaught exception in
-# the child names the limit it points to on the same pipe and prints its traceback without the
-# runner's frames. (``-S`` would save ~25 ms of start-up but its flags are inherited by
-# multiprocessing/joblib workers, which then miss site-packages.)
+# The process the sandbox starts runs the code as __main__ (runpy) from its read-only file and, on
+# an uncaught exception, prints the traceback without the runner's frames. It reports nothing else:
+# what stopped a run is measured by the host. (``-S`` would save ~25 ms of start-up but its flags
+# are inherited by multiprocessing/joblib workers, which then miss site-packages.)
 _RUNNER = """\
 import os, sys
-status, path = int(sys.argv[1]), sys.argv[2]
-os.set_inheritable(status, False)
-child = os.fork()
-if child:
-    _, code, usage = os.wait4(child, 0)
-    os.write(status, b"cpu=%r\\n" % (usage.ru_utime + usage.ru_stime))
-    code = os.waitstatus_to_exitcode(code)
-    os._exit(128 - code if code < 0 else code)
+path = sys.argv[1]
 sys.argv = [path]
 sys.path.insert(0, os.getcwd())
 try:
@@ -104,19 +112,6 @@ try:
 except SystemExit:
     raise
 except BaseException as exc:
-    text = str(exc)
-    if isinstance(exc, MemoryError) or "bad_alloc" in text:
-        kind = b"memory"
-    elif isinstance(exc, OSError) and exc.errno == 27:
-        kind = b"file_size"
-    elif (isinstance(exc, OSError) and exc.errno == 11) or "can't start new thread" in text:
-        kind = b"processes"
-    else:
-        kind = b""
-    try:
-        os.write(status, kind + b"\\n")
-    except OSError:
-        pass
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != path:
         tb = tb.tb_next
@@ -126,6 +121,13 @@ except BaseException as exc:
     sys.exit(1)
 """
 
+# Run once per process and environment in a trial sandbox: the forbidden modules must be absent.
+_ENVIRONMENT_CHECK = """\
+import importlib.util, sys
+found = [name for name in sys.argv[1:] if importlib.util.find_spec(name) is not None]
+print(",".join(found))
+"""
+
 
 class SandboxUnavailableError(RuntimeError):
     """bubblewrap (or a util-linux helper) is missing, or cannot create a sandbox on this host."""
@@ -133,7 +135,7 @@ class SandboxUnavailableError(RuntimeError):
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Resource limits of one sandboxed Python process tree.
+    """Resource limits of one sandboxed call (see the module docstring for how each is enforced).
 
     Attributes
     ----------
@@ -142,13 +144,18 @@ class SandboxLimits:
     wall_seconds : float
         Wall time of the whole call, seconds, measured from the start of bwrap.
     memory_bytes : int
-        Address space per process (``RLIMIT_AS``), bytes.
+        Resident memory of the whole process tree (host-measured), bytes; each process's address
+        space (``RLIMIT_AS``) is limited to twice this.
     processes : int
         Processes and threads of the sandbox's user (``RLIMIT_NPROC``).
     output_bytes : int
         Combined stdout + stderr returned to the caller; beyond it the run is killed.
     file_bytes : int
-        Largest file the code may write (``RLIMIT_FSIZE``) and the size of ``/tmp`` and ``/dev/shm``.
+        Largest file the code may write (``RLIMIT_FSIZE``).
+    disk_bytes : int
+        Total bytes under the workspace.
+    tmp_bytes : int
+        Size of each of the private tmpfs ``/tmp`` and ``/dev/shm``.
     threads : int
         Value of ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` and ``MKL_NUM_THREADS`` inside.
     """
@@ -159,18 +166,25 @@ class SandboxLimits:
     processes: int = 64
     output_bytes: int = 64 * KIB
     file_bytes: int = 1 * GIB
+    disk_bytes: int = 2 * GIB
+    tmp_bytes: int = 512 * MIB
     threads: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("cpu_seconds", "wall_seconds", "memory_bytes", "processes", "output_bytes", "file_bytes"):
+        for name in ("cpu_seconds", "wall_seconds", "memory_bytes", "processes", "output_bytes", "file_bytes",
+                     "disk_bytes", "tmp_bytes"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"SandboxLimits.{name} must be positive, got {getattr(self, name)!r}")
         if self.threads < 1:
             raise ValueError(f"SandboxLimits.threads must be at least 1, got {self.threads}")
         if self.processes < 3:
             raise ValueError(
-                f"SandboxLimits.processes must allow the supervisor, the code and a child, got {self.processes}"
+                f"SandboxLimits.processes must allow the interpreter and a child, got {self.processes}"
             )
+
+    def describe(self) -> dict[str, Any]:
+        """The limits as JSON types (stamped into every run record)."""
+        return asdict(self)
 
 
 def _size(n: int) -> str:
@@ -187,14 +201,16 @@ def _limit_message(hit: LimitHit, limits: SandboxLimits) -> str:
         "continue in a later call.",
         "cpu_time": f"A process exceeded the CPU-time limit of {limits.cpu_seconds} s and was killed. Reduce "
         "the computation (fewer candidates, folds or iterations).",
-        "memory": f"A process ran out of memory: the limit is {_size(limits.memory_bytes)} of address space "
-        "per process. Use smaller arrays or process the data in pieces.",
-        "processes": f"Creating a process or thread failed: the limit is {limits.processes} processes and "
-        "threads. Do not start more workers (use n_jobs=1).",
+        "memory": f"The processes of the run used more than {_size(limits.memory_bytes)} of memory together "
+        "and were killed. Use smaller arrays, fewer workers, or process the data in pieces.",
+        "processes": f"The run reached the limit of {limits.processes} processes and threads. Do not start "
+        "more workers (use n_jobs=1).",
         "output": f"The output passed the limit of {_size(limits.output_bytes)} (stdout and stderr "
         "combined); the rest was discarded and the run was killed. Print summaries, not whole tables, or "
         "write large results to a file under /workspace.",
-        "file_size": f"Writing a file failed: the limit is {_size(limits.file_bytes)} per file.",
+        "file_size": f"A file reached the limit of {_size(limits.file_bytes)} per file; writing more failed.",
+        "disk": f"The files under /workspace passed the limit of {_size(limits.disk_bytes)} in total; the run "
+        "was killed and the files it created or changed were removed.",
     }
     return messages[hit]
 
@@ -210,15 +226,17 @@ class RunResult:
         bytes together.
     exit_code : int or None
         Exit status of the code's process; ``128 + N`` when a signal N killed it (shell
-        convention); None when the sandbox killed it for the wall-time or output limit.
-    limit_hit : {"wall_time", "cpu_time", "memory", "processes", "output", "file_size"} or None
-        The limit that stopped the run, if any.
+        convention); None when the sandbox killed it (wall time, output, memory or disk).
+    limit_hit : {"wall_time", "cpu_time", "memory", "processes", "output", "file_size", "disk"} or None
+        The limit that stopped the run, if any, as the host measured it.
     wall_seconds : float
         Wall time from starting the sandbox to collecting the result.
     truncated : bool
         Whether output beyond ``limits.output_bytes`` was discarded.
     limits : SandboxLimits
         The limits the run was held to.
+    removed : tuple of str
+        Workspace files removed after a disk-limit hit (paths relative to ``/workspace``).
     """
 
     stdout: str
@@ -228,12 +246,16 @@ class RunResult:
     wall_seconds: float
     truncated: bool
     limits: SandboxLimits = field(repr=False)
+    removed: tuple[str, ...] = ()
 
     def observation(self) -> str:
         """The text returned to the agent: what stopped the run (if anything), exit status, output."""
         lines = []
         if self.limit_hit is not None:
             lines.append(f"LIMIT HIT ({self.limit_hit}): {_limit_message(self.limit_hit, self.limits)}")
+        if self.removed:
+            shown = ", ".join(self.removed[:20]) + (f" and {len(self.removed) - 20} more" if len(self.removed) > 20 else "")
+            lines.append(f"removed: {shown}")
         if self.exit_code is None:
             status = "none (killed by the sandbox)"
         elif 128 < self.exit_code < 128 + signal.NSIG:
@@ -276,7 +298,8 @@ class Sandbox(Protocol):
     def run_python(self, code: str) -> RunResult: ...
 
 
-def _require(program: str, package: str) -> str:
+def require_program(program: str, package: str) -> str:
+    """The path of ``program``; :class:`SandboxUnavailableError` naming the Debian ``package`` when missing."""
     found = shutil.which(program)
     if found is None:
         raise SandboxUnavailableError(
@@ -287,15 +310,13 @@ def _require(program: str, package: str) -> str:
     return found
 
 
-def _environment(limits: SandboxLimits, home: str, tmp: str) -> dict[str, str]:
+def _environment(limits: SandboxLimits, home: str, tmp: str, bin_dir: str) -> dict[str, str]:
     threads = str(limits.threads)
     return {
-        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
         "HOME": home,
         "TMPDIR": tmp,
         "LANG": "C.UTF-8",
-        "MPLBACKEND": "Agg",
-        "MPLCONFIGDIR": f"{tmp}/matplotlib",
         "OMP_NUM_THREADS": threads,
         "OPENBLAS_NUM_THREADS": threads,
         "MKL_NUM_THREADS": threads,
@@ -306,26 +327,13 @@ def _rlimits(prlimit: str, limits: SandboxLimits, *, processes: bool) -> list[st
     argv = [
         prlimit,
         f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",
-        f"--as={limits.memory_bytes}",
+        f"--as={2 * limits.memory_bytes}",
         f"--fsize={limits.file_bytes}",
         "--core=0",
     ]
     if processes:
         argv.append(f"--nproc={limits.processes}")
     return [*argv, "--"]
-
-
-def _interpreter_paths() -> list[str]:
-    """Host directories the interpreter needs, outside /usr, outermost first, nested ones dropped."""
-    candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    candidates |= {str(Path(p).resolve()) for p in candidates}
-    candidates.add(str(Path(sys.executable).resolve().parent))
-    kept: list[str] = []
-    for path in sorted(candidates, key=len):
-        if any(path == k or path.startswith(k.rstrip("/") + "/") for k in ["/usr", *kept]):
-            continue
-        kept.append(path)
-    return kept
 
 
 @dataclass(frozen=True)
@@ -335,6 +343,7 @@ class _Outcome:
     exit_code: int | None
     killed_for: LimitHit | None
     saturated: bool
+    cpu_seconds: float
     wall_seconds: float
     truncated: bool
 
@@ -373,13 +382,12 @@ def finish(proc: subprocess.Popen, tasks: Callable[[], int] | None, grace: float
     return code
 
 
-def _collect(
-    proc: subprocess.Popen, limits: SandboxLimits, started: float, tasks: Callable[[], int] | None
-) -> _Outcome:
+def _collect(proc: subprocess.Popen, limits: SandboxLimits, started: float, watch: TreeWatch,
+             tasks: Callable[[], int] | None) -> _Outcome:
     """Read stdout/stderr up to the cap and the deadline, kill the tree on either, reap it.
 
-    ``tasks`` counts the sandbox's processes and threads; it is called before a kill to tell
-    whether the tree sat at its process limit, and at the end until no process is left.
+    ``watch`` samples the tree's memory, tasks and the workspace meanwhile (and kills on a breach);
+    ``tasks`` counts the sandbox's processes at the end until none is left.
     """
     assert proc.stdout is not None and proc.stderr is not None
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
@@ -388,30 +396,32 @@ def _collect(
     for fd in buffers:
         os.set_blocking(fd, False)
         selector.register(fd, selectors.EVENT_READ)
-    total, truncated, saturated = 0, False, False
+    total, truncated = 0, False
     killed_for: LimitHit | None = None
     deadline = started + limits.wall_seconds
-    while selector.get_map() and killed_for is None:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            killed_for = "wall_time"
-            break
-        for key, _ in selector.select(remaining):
-            chunk = os.read(key.fd, 64 * KIB)
-            if not chunk:
-                selector.unregister(key.fd)
-                continue
-            room = limits.output_bytes - total
-            buffers[key.fd] += chunk[:room]
-            total += min(len(chunk), room)
-            if len(chunk) > room:
-                truncated, killed_for = True, "output"
+    with watch:
+        while selector.get_map() and killed_for is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                killed_for = "wall_time"
                 break
-    if killed_for is not None:
-        saturated = tasks is not None and tasks() >= limits.processes - 1
-        kill_process_tree(proc)
-        _drain(selector, grace=5.0)
+            for key, _ in selector.select(remaining):
+                chunk = os.read(key.fd, 64 * KIB)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    continue
+                room = limits.output_bytes - total
+                buffers[key.fd] += chunk[:room]
+                total += min(len(chunk), room)
+                if len(chunk) > room:
+                    truncated, killed_for = True, "output"
+                    break
+        if killed_for is not None:
+            kill_process_tree(proc)
+            _drain(selector, grace=5.0)
     selector.close()
+    if watch.breach is not None and killed_for is None:
+        killed_for = watch.breach
     exit_code = finish(proc, tasks)
     proc.stdout.close()
     proc.stderr.close()
@@ -420,7 +430,8 @@ def _collect(
         stderr=bytes(buffers[err_fd]),
         exit_code=None if killed_for is not None else exit_code,
         killed_for=killed_for,
-        saturated=saturated,
+        saturated=watch.saturated,
+        cpu_seconds=watch.peak_process_cpu,
         wall_seconds=time.monotonic() - started,
         truncated=truncated,
     )
@@ -435,41 +446,26 @@ def _drain(selector: selectors.BaseSelector, grace: float) -> None:
                 selector.unregister(key.fd)
 
 
-def _classify(outcome: _Outcome, status: bytes, limits: SandboxLimits) -> LimitHit | None:
-    """The limit that stopped a run.
+def _classify(outcome: _Outcome, limits: SandboxLimits, largest_written: int) -> LimitHit | None:
+    """The limit that stopped a run, from the host's measurements only.
 
-    In order: the process limit when the tree sat at it as the sandbox stopped the run; the wall
-    time; what an uncaught exception points to (a failing fork bomb also floods the output with
-    tracebacks); the output cap; CPU time (SIGXCPU, or SIGKILL after at least the limit's CPU time,
-    which is the hard limit one second after an ignored SIGXCPU).
+    In order: the limits the host stopped the run for (wall time, output, memory, disk), except that
+    a tree seen at its process limit is reported as ``processes`` (a fork bomb also floods the
+    output and runs out the clock); CPU time (the code's process died of SIGXCPU or of the SIGKILL
+    one second after it, and the host saw one process of the tree use at least the limit, less the
+    sampling slack of 10% of the limit or 0.2 s, whichever is more); a workspace file at the file-size
+    cap among the files the call wrote (``largest_written``).
     """
     if outcome.saturated:
         return "processes"
-    if outcome.killed_for == "wall_time":
-        return "wall_time"
-    reported = status.split()
-    for kind in ("memory", "processes", "file_size"):
-        if kind.encode() in reported:
-            return kind  # type: ignore[return-value]
     if outcome.killed_for is not None:
         return outcome.killed_for
-    if outcome.exit_code == 128 + signal.SIGXCPU:
+    died_of_cpu = outcome.exit_code in (128 + signal.SIGXCPU, 128 + signal.SIGKILL)
+    if died_of_cpu and outcome.cpu_seconds >= limits.cpu_seconds - max(0.2, 0.1 * limits.cpu_seconds):
         return "cpu_time"
-    if outcome.exit_code == 128 + signal.SIGKILL and _reported_cpu(reported) >= limits.cpu_seconds:
-        return "cpu_time"
+    if largest_written >= limits.file_bytes:
+        return "file_size"
     return None
-
-
-def _reported_cpu(tokens: list[bytes]) -> float:
-    """The supervisor's ``cpu=<seconds>``; the code can write to the status pipe too, so garbage is skipped."""
-    cpu = 0.0
-    for token in tokens:
-        if token.startswith(b"cpu="):
-            try:
-                cpu = max(cpu, float(token[4:]))
-            except ValueError:
-                continue
-    return cpu
 
 
 def _tasks_of(uid: int) -> int:
@@ -487,77 +483,157 @@ def _tasks_of(uid: int) -> int:
     return count
 
 
-def stage_file(directory: Path, name: str, text: str) -> Path:
-    """Write ``text`` to ``directory / name``, readable by the sandbox's user (mode 0444)."""
+def stage_file(directory: Path, name: str, text: str | bytes) -> Path:
+    """Write ``text`` to ``directory / name``, readable by the sandbox's user (mode 0444).
+
+    Text is encoded as UTF-8 with lone surrogates passed through as bytes (the interpreter then
+    reports the invalid source as a syntax error, which the agent sees), never an encoding error
+    on the host.
+    """
     path = directory / name
-    path.write_text(text, encoding="utf-8")
+    path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass"))
     path.chmod(0o444)
     return path
+
+
+def remove_changed_since(root: Path, since_ns: int) -> list[str]:
+    """Remove every non-directory entry below ``root`` whose change time is at or after ``since_ns``.
+
+    Links are removed, never followed. Returns the removed paths relative to ``root``, sorted.
+    """
+    removed: list[str] = []
+    pending = [root]
+    while pending:
+        directory = pending.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                pending.append(Path(entry.path))
+            elif info.st_ctime_ns >= since_ns:
+                try:
+                    os.unlink(entry.path)
+                except OSError:
+                    continue
+                removed.append(str(Path(entry.path).relative_to(root)))
+    return sorted(removed)
 
 
 class _Spawner(Protocol):
     @property
     def limits(self) -> SandboxLimits: ...
 
+    @property
+    def workspace(self) -> Path: ...
+
     def files_root(self, files_dir: Path) -> str: ...
 
-    def spawn(
-        self, python_args: Sequence[str], files_dir: Path | None, *, stdin: int, pass_fds: Sequence[int] = ()
-    ) -> subprocess.Popen: ...
+    def spawn(self, python_args: Sequence[str], files_dir: Path | None, *, stdin: int) -> subprocess.Popen: ...
 
     @property
     def tasks(self) -> Callable[[], int] | None: ...
+
+
+def watch_tree(sandbox: _Spawner, proc: subprocess.Popen) -> TreeWatch:
+    """The host-side watch of the process tree of ``proc`` and the sandbox's workspace."""
+    limits = sandbox.limits
+    return TreeWatch(proc.pid, memory_bytes=limits.memory_bytes, processes=limits.processes,
+                     workspace=sandbox.workspace, disk_bytes=limits.disk_bytes)
 
 
 def _run_python(sandbox: _Spawner, code: str) -> RunResult:
     with tempfile.TemporaryDirectory(prefix="planted-run-") as tmp:
         files_dir = Path(tmp)
         stage_file(files_dir, "main.py", code)
-        status_read, status_write = os.pipe()
-        try:
-            try:
-                script = f"{sandbox.files_root(files_dir)}/main.py"
-                started = time.monotonic()
-                proc = sandbox.spawn(
-                    ["-I", "-B", "-u", "-X", "utf8", "-c", _RUNNER, str(status_write), script],
-                    files_dir,
-                    stdin=subprocess.DEVNULL,
-                    pass_fds=(status_write,),
-                )
-            finally:
-                os.close(status_write)
-            outcome = _collect(proc, sandbox.limits, started, sandbox.tasks)
-            status = _read_available(status_read, 64 * KIB)
-        finally:
-            os.close(status_read)
+        script = f"{sandbox.files_root(files_dir)}/main.py"
+        since = time.time_ns()
+        started = time.monotonic()
+        proc = sandbox.spawn(["-I", "-B", "-u", "-X", "utf8", "-c", _RUNNER, script], files_dir,
+                             stdin=subprocess.DEVNULL)
+        outcome = _collect(proc, sandbox.limits, started, watch_tree(sandbox, proc), sandbox.tasks)
+    usage = disk_usage(sandbox.workspace, changed_since_ns=since)
+    hit = _classify(outcome, sandbox.limits, usage.largest_changed)
+    removed: tuple[str, ...] = ()
+    if hit == "disk" or usage.bytes > sandbox.limits.disk_bytes:
+        hit = "disk" if hit in (None, "file_size") else hit
+        removed = tuple(remove_changed_since(sandbox.workspace, since))
     return RunResult(
         stdout=outcome.stdout.decode("utf-8", errors="replace"),
         stderr=outcome.stderr.decode("utf-8", errors="replace"),
         exit_code=outcome.exit_code,
-        limit_hit=_classify(outcome, status, sandbox.limits),
+        limit_hit=hit,
         wall_seconds=outcome.wall_seconds,
         truncated=outcome.truncated,
         limits=sandbox.limits,
+        removed=removed,
     )
-
-
-def _read_available(fd: int, cap: int) -> bytes:
-    """What the pipe holds now (up to ``cap`` bytes), without waiting for writers that remain."""
-    os.set_blocking(fd, False)
-    data = bytearray()
-    while len(data) < cap:
-        try:
-            chunk = os.read(fd, cap - len(data))
-        except BlockingIOError:
-            break
-        if not chunk:
-            break
-        data += chunk
-    return bytes(data)
 
 
 def _sandbox_uid(workspace: Path) -> int:
     return _UID_BASE + zlib.crc32(str(workspace).encode()) % 1_000_000_000
+
+
+def parent_directories(path: str, made: set[str]) -> list[str]:
+    """bwrap arguments creating the missing ancestors of ``path`` with mode 0755 (bwrap would copy
+    the host's modes, and ``/root`` is 0700)."""
+    argv = []
+    for parent in reversed(Path(path).parents[:-1]):
+        if str(parent) not in made and parent != Path("/usr") and not str(parent).startswith("/usr/"):
+            made.add(str(parent))
+            argv += ["--perms", "0755", "--dir", str(parent)]
+    return argv
+
+
+def ensure_plain_directory(parent: Path, name: str) -> None:
+    """Make ``parent / name`` a real directory: whatever else stands there (a link, a file) is removed.
+
+    Called before every sandbox start for the data file's mount point, so that bubblewrap, which
+    runs as root and follows links when it creates mount points, never follows one the agent made.
+    """
+    target = parent / name
+    try:
+        info = os.lstat(target)
+    except FileNotFoundError:
+        os.mkdir(target, 0o755)
+        return
+    if stat.S_ISDIR(info.st_mode):
+        return
+    os.unlink(target)
+    os.mkdir(target, 0o755)
+
+
+_CHECKED: set[tuple[str, ...]] = set()
+"""Sandbox configurations whose trial run passed in this process."""
+
+
+def _trial(sandbox: "BwrapSandbox") -> None:
+    """Start one sandbox (with the seccomp filter) that lists the forbidden modules it can find; none may be."""
+    proc = sandbox.spawn(["-I", "-c", _ENVIRONMENT_CHECK, *FORBIDDEN_MODULES], None, stdin=subprocess.DEVNULL)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        kill_process_tree(proc)
+        proc.communicate()
+        raise SandboxUnavailableError("a trial sandbox did not finish within 60 s") from None
+    if proc.returncode != 0:
+        message = err.decode("utf-8", errors="replace").strip()
+        raise SandboxUnavailableError(
+            f"bwrap is installed but could not start a sandbox here (exit {proc.returncode}): {message}. "
+            "bwrap needs to create mount, PID and network namespaces: run as root, or enable "
+            "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)."
+        )
+    found = out.decode("utf-8", errors="replace").strip()
+    if found:
+        raise SandboxUnavailableError(
+            f"the agent's Python environment would contain {found}, which the brief does not promise; "
+            "the sandbox refuses to start (report this as a bug in planted.agents.agent_env)"
+        )
 
 
 class BwrapSandbox:
@@ -574,45 +650,50 @@ class BwrapSandbox:
         construction, removed with the sandbox object), so the world's directory name, which
         ``/proc/self/mountinfo`` would show, stays outside.
     limits : SandboxLimits
+    environment : AgentEnvironment, optional
+        The agent's Python (default: :func:`~planted.agents.agent_env.agent_environment`).
 
     Raises
     ------
     SandboxUnavailableError
         When ``bwrap`` (Debian package ``bubblewrap``), ``prlimit`` or ``setpriv`` (``util-linux``)
-        is missing, or when a trial sandbox fails to start (its error is quoted).
+        is missing, when a trial sandbox fails to start (its error is quoted), or when a forbidden
+        module would be importable inside.
 
     Notes
     -----
-    The constructor starts one trial sandbox (about 40 ms) so that a host without the needed
-    namespaces fails here, before an episode starts, not in the middle of one.
+    The first sandbox of a process starts one trial sandbox (about 60 ms) so that a host without
+    the needed namespaces fails here, before an episode starts, not in the middle of one.
     """
 
     sandboxed = True
     workspace_path = WORKSPACE
 
-    def __init__(self, workspace: Path, data_file: Path | None, limits: SandboxLimits = SandboxLimits()) -> None:
-        self._bwrap = _require("bwrap", "bubblewrap")
-        self._prlimit = _require("prlimit", "util-linux")
+    def __init__(self, workspace: Path, data_file: Path | None, limits: SandboxLimits = SandboxLimits(),
+                 environment: AgentEnvironment | None = None) -> None:
+        self._bwrap = require_program("bwrap", "bubblewrap")
+        self._prlimit = require_program("prlimit", "util-linux")
         self._as_root = os.geteuid() == 0
-        self._setpriv = _require("setpriv", "util-linux") if self._as_root else None
+        self._setpriv = require_program("setpriv", "util-linux") if self._as_root else None
+        self.environment = environment or agent_environment()
+        self._seccomp = seccomp_program()
         self.limits = limits
         self.workspace = Path(workspace).resolve()
         self.data_file = None if data_file is None else Path(data_file).resolve()
-        for path in _interpreter_paths():
+        mounted = [self.environment.library_dir, *(host for host, _ in self.environment.entries)]
+        for path in mounted:
             for inside in (self.workspace, self.data_file):
                 if inside is not None and inside.is_relative_to(path):
                     raise SandboxUnavailableError(
-                        f"{inside} lies inside the interpreter directory {path}, which is mounted read-only "
-                        "into the sandbox with everything under it (sealed files beside it would be visible); "
-                        "keep workspaces and world files outside the Python installation"
+                        f"{inside} lies inside {path}, which is mounted read-only into the sandbox with "
+                        "everything under it (sealed files beside it would be visible); keep workspaces and "
+                        "world files outside the Python installation"
                     )
         self.workspace.mkdir(parents=True, exist_ok=True)
         self._staged_data = None
         if self.data_file is not None:
             if not self.data_file.is_file():
                 raise FileNotFoundError(f"data file {self.data_file} does not exist")
-            (self.workspace / "data").mkdir(exist_ok=True)
-            (self.workspace / "data" / "data.csv").touch()  # the mount point
             staging = Path(tempfile.mkdtemp(prefix="planted-data-"))
             weakref.finalize(self, shutil.rmtree, staging, ignore_errors=True)
             self._staged_data = staging / "data.csv"
@@ -622,7 +703,15 @@ class BwrapSandbox:
         """The uid the code runs as (a dedicated unprivileged uid when the host runs as root)."""
         if self._as_root:
             os.chown(self.workspace, self.uid, self.uid)
-        self._check()
+        key = (self._bwrap, str(self._as_root), self.environment.executable, *map(str, self.environment.entries))
+        if key not in _CHECKED:
+            _trial(self)
+            _CHECKED.add(key)
+
+    def describe(self) -> dict[str, Any]:
+        """What the sandbox is (stamped into run records): limits, seccomp and the agent's environment."""
+        return {"kind": "bwrap", "limits": self.limits.describe(), "seccomp": self._seccomp is not None,
+                "environment": self.environment.describe()}
 
     @property
     def data_path(self) -> str | None:
@@ -639,13 +728,19 @@ class BwrapSandbox:
         """Where the files of ``files_dir`` appear inside the sandbox (``/sandbox``)."""
         return FILES_ROOT
 
-    def command(self, python_args: Sequence[str], files_dir: Path | None) -> list[str]:
-        """The argv that runs ``sys.executable *python_args`` in this sandbox.
+    def _prepare_mount_points(self) -> None:
+        """Before every start: the data file's mount point is a plain directory of the workspace."""
+        if self._staged_data is not None:
+            ensure_plain_directory(self.workspace, "data")
+
+    def command(self, python_args: Sequence[str], files_dir: Path | None, *, seccomp_fd: int | None) -> list[str]:
+        """The argv that runs the agent's interpreter with ``python_args`` in this sandbox.
 
         Each regular file of the host directory ``files_dir`` is mounted read-only at
-        ``/sandbox/<name>``.
+        ``/sandbox/<name>``; ``seccomp_fd`` is a readable descriptor holding the seccomp program.
         """
         limits = self.limits
+        env = self.environment
         argv = [self._bwrap, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         argv += ["--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent", "--new-session"]
         if not self._as_root:
@@ -661,34 +756,43 @@ class BwrapSandbox:
             argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         argv += ["--proc", "/proc", "--dev", "/dev"]
         for tmpfs in ("/dev/shm", "/tmp"):
-            argv += ["--perms", "1777", "--size", str(limits.file_bytes), "--tmpfs", tmpfs]
-        # Interpreter prefixes after the tmpfs mounts: a virtual environment under /tmp (a CI clone)
-        # must stay visible above the sandbox's private /tmp.
+            argv += ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", tmpfs]
+        # The interpreter after the tmpfs mounts: one installed under /tmp must stay visible above
+        # the sandbox's private /tmp.
         made: set[str] = set()
-        for path in _interpreter_paths():
-            argv += _parents(path, made) + ["--ro-bind", path, path]
+        argv += env.bwrap_arguments(made)
         argv += ["--bind", str(self.workspace), WORKSPACE]
         if self._staged_data is not None:
-            argv += ["--ro-bind", str(self._staged_data), DATA_PATH]
+            argv += ["--perms", "0555", "--tmpfs", DATA_DIR, "--ro-bind", str(self._staged_data), DATA_PATH]
+            argv += ["--remount-ro", DATA_DIR]
         if files_dir is not None:
             argv += ["--perms", "0755", "--dir", FILES_ROOT]
             for file in sorted(files_dir.iterdir()):
                 argv += ["--ro-bind", str(file), f"{FILES_ROOT}/{file.name}"]
         argv += ["--remount-ro", "/", "--chdir", WORKSPACE, "--clearenv"]
-        for key, value in _environment(limits, home=WORKSPACE, tmp="/tmp").items():
+        for key, value in _environment(limits, home=WORKSPACE, tmp="/tmp", bin_dir=str(Path(env.executable).parent)).items():
             argv += ["--setenv", key, value]
+        if seccomp_fd is not None:
+            argv += ["--seccomp", str(seccomp_fd)]
         argv.append("--")
         if self._setpriv is not None:
             argv += [self._setpriv, f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups"]
             argv += ["--bounding-set=-all", "--inh-caps=-all", "--"]
         argv += _rlimits(self._prlimit, limits, processes=True)
-        return [*argv, sys.executable, *python_args]
+        return [*argv, env.executable, *python_args]
 
-    def spawn(
-        self, python_args: Sequence[str], files_dir: Path | None, *, stdin: int, pass_fds: Sequence[int] = ()
-    ) -> subprocess.Popen:
+    def spawn(self, python_args: Sequence[str], files_dir: Path | None, *, stdin: int) -> subprocess.Popen:
         """Start :meth:`command` with piped stdout/stderr in a new session (see :func:`kill_process_tree`)."""
-        return _start(self.command(python_args, files_dir), stdin=stdin, pass_fds=pass_fds)
+        self._prepare_mount_points()
+        if self._seccomp is None:
+            return _start(self.command(python_args, files_dir, seccomp_fd=None), stdin=stdin, pass_fds=())
+        program = os.memfd_create("planted-seccomp", os.MFD_CLOEXEC)
+        try:
+            os.write(program, self._seccomp)
+            os.lseek(program, 0, os.SEEK_SET)
+            return _start(self.command(python_args, files_dir, seccomp_fd=program), stdin=stdin, pass_fds=(program,))
+        finally:
+            os.close(program)
 
     def run_python(self, code: str) -> RunResult:
         """Run ``code`` as ``__main__`` in a fresh sandboxed Python process.
@@ -707,16 +811,6 @@ class BwrapSandbox:
         """
         return _run_python(self, code)
 
-    def _check(self) -> None:
-        trial = subprocess.run(self.command(["-I", "-S", "-c", "pass"], None), capture_output=True, timeout=60)
-        if trial.returncode != 0:
-            message = trial.stderr.decode("utf-8", errors="replace").strip()
-            raise SandboxUnavailableError(
-                f"bwrap is installed but could not start a sandbox here (exit {trial.returncode}): {message}. "
-                "bwrap needs to create mount, PID and network namespaces: run as root, or enable "
-                "unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)."
-            )
-
 
 def _start(argv: list[str], *, stdin: int, pass_fds: Sequence[int], **kwargs: Any) -> subprocess.Popen:
     """Start ``argv`` with piped stdout/stderr in a new session (so the whole tree can be killed)."""
@@ -726,44 +820,37 @@ def _start(argv: list[str], *, stdin: int, pass_fds: Sequence[int], **kwargs: An
     )
 
 
-def _parents(path: str, made: set[str]) -> list[str]:
-    """bwrap arguments creating the missing ancestors of ``path`` with mode 0755 (bwrap would copy
-    the host's modes, and ``/root`` is 0700)."""
-    argv = []
-    for parent in reversed(Path(path).parents[:-1]):
-        if str(parent) not in made and parent != Path("/usr"):
-            made.add(str(parent))
-            argv += ["--perms", "0755", "--dir", str(parent)]
-    return argv
-
-
 class UnsafeLocalSandbox:
     """Development only: a plain subprocess in ``workspace`` with no isolation (``sandboxed = False``).
 
     For ``--unsafe-no-sandbox`` on hosts without bubblewrap; never chosen silently. The code can
-    read and write anything the host user can, reach the network and leave processes behind.
-    CPU time, memory and file size are limited as in :class:`BwrapSandbox` (``prlimit``); wall time
-    and output as there (killing the process group); the process count is **not** limited
-    (``RLIMIT_NPROC`` would count every process of the host user). The data file is copied to
-    ``workspace/data/data.csv``.
+    read and write anything the host user can (planted included), reach the network and leave
+    processes behind. CPU time, memory and file size are limited as in :class:`BwrapSandbox`
+    (``prlimit`` and the host's watch of the tree and the workspace); wall time and output as there
+    (killing the process group); the process count is **not** limited (``RLIMIT_NPROC`` would count
+    every process of the host user). The data file is copied to ``workspace/data/data.csv``.
     """
 
     sandboxed = False
 
     def __init__(self, workspace: Path, data_file: Path | None, limits: SandboxLimits = SandboxLimits()) -> None:
-        self._prlimit = _require("prlimit", "util-linux")
+        self._prlimit = require_program("prlimit", "util-linux")
         self.limits = limits
         self.workspace = Path(workspace).resolve()
         self.workspace.mkdir(parents=True, exist_ok=True)
         self._data_path = None
         if data_file is not None:
+            ensure_plain_directory(self.workspace, "data")
             target = self.workspace / "data" / "data.csv"
-            target.parent.mkdir(exist_ok=True)
             if target.exists():
                 target.chmod(0o644)
             shutil.copyfile(data_file, target)
             target.chmod(0o444)
             self._data_path = str(target)
+
+    def describe(self) -> dict[str, Any]:
+        """What the sandbox is (stamped into run records)."""
+        return {"kind": "unsafe-local", "limits": self.limits.describe(), "seccomp": False, "environment": None}
 
     @property
     def workspace_path(self) -> str:
@@ -782,14 +869,13 @@ class UnsafeLocalSandbox:
         """The files are used where they are: ``files_dir`` itself."""
         return str(files_dir)
 
-    def spawn(
-        self, python_args: Sequence[str], files_dir: Path | None, *, stdin: int, pass_fds: Sequence[int] = ()
-    ) -> subprocess.Popen:
+    def spawn(self, python_args: Sequence[str], files_dir: Path | None, *, stdin: int) -> subprocess.Popen:
         """Start ``sys.executable *python_args`` under ``prlimit`` in the workspace, in a new session."""
         return _start(
             [*_rlimits(self._prlimit, self.limits, processes=False), sys.executable, *python_args],
-            stdin=stdin, pass_fds=pass_fds, cwd=self.workspace,
-            env=_environment(self.limits, home=str(self.workspace), tmp=tempfile.gettempdir()),
+            stdin=stdin, pass_fds=(), cwd=self.workspace,
+            env=_environment(self.limits, home=str(self.workspace), tmp=tempfile.gettempdir(),
+                             bin_dir=str(Path(sys.executable).parent)),
         )
 
     def run_python(self, code: str) -> RunResult:

@@ -4,10 +4,12 @@ A study configuration (``conf/study/*.yaml``) lists groups; each group crosses w
 whose list values are crossed, or a list of such dicts) with a number of seeds, framings and
 replicate indices. World j of a cell is the same world in every group that names that cell, so a
 framing group can rerun worlds of the neutral group. Seeds come from one tree:
-``SeedSequence(study_seed, spawn_key=(AGENT_DOMAIN, cell.seed_key(), j))``; the Monte Carlo engine
-uses another domain, so simulated and agent worlds never coincide. The run order is the listed
-order permuted once by ``SeedSequence(study_seed, spawn_key=(ORDER_DOMAIN,))`` so that a partial
-grid is a random subset of the whole.
+``SeedSequence([study_seed, secret], spawn_key=(AGENT_DOMAIN, cell.seed_key(), j))``, where
+``secret`` is the study's 128-bit secret (:mod:`planted.agents.secret`: without it nobody can
+rebuild a world from the public configuration); the Monte Carlo engine uses another domain and no
+secret, so simulated and agent worlds never coincide. The run order is the listed order permuted
+once by ``SeedSequence(study_seed, spawn_key=(ORDER_DOMAIN,))`` (public: it is committed before
+the runs) so that a partial grid is a random subset of the whole.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def world_id(spec: WorldSpec, index: int) -> str:
     return f"{spec.label()}__s{index:03d}"
 
 
-def study_grid(config: dict[str, Any]) -> StudyGrid:
+def study_grid(config: dict[str, Any], secret: int) -> StudyGrid:
     """Expand a study configuration into its worlds and runs.
 
     Parameters
@@ -78,9 +80,12 @@ def study_grid(config: dict[str, Any]) -> StudyGrid:
     config : dict
         ``name``, ``seed`` and ``groups``: each group has ``name``, ``cells``, ``seeds`` (count),
         optional ``framings`` (default ``[neutral]``) and ``replicates`` (list of indices, default ``[0]``).
+    secret : int
+        The study's secret (:func:`planted.agents.secret.study_secret`); world seeds depend on it,
+        the run order does not.
     """
     seed = int(config["seed"])
-    root = np.random.SeedSequence(seed)
+    root = np.random.SeedSequence([seed, int(secret)])
     worlds: dict[str, WorldUnit] = {}
     runs: list[RunUnit] = []
     for group in config["groups"]:

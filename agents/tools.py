@@ -96,12 +96,34 @@ class ToolResult:
     is_error: bool = False
 
 
+def encodable(value: Any) -> Any:
+    """``value`` with every string made encodable as UTF-8: lone surrogates become ``\\udXXX`` text.
+
+    A model's JSON may carry lone surrogates (``"\\ud800"``), which Python decodes into strings
+    that cannot be written as UTF-8 (a parquet column, a CSV, a source file). Applied to every tool
+    argument as it arrives, so nothing downstream meets one. Lists and dicts are mapped recursively.
+    """
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, list):
+        return [encodable(item) for item in value]
+    if isinstance(value, dict):
+        return {encodable(key): encodable(item) for key, item in value.items()}
+    return value
+
+
 class ToolArgumentError(ValueError):
     """A tool call whose name or arguments do not match the tool's schema."""
 
 
+def _reject_constant(name: str) -> Any:
+    """``NaN``, ``Infinity`` and ``-Infinity`` are not JSON (Python's parser accepts them; a NaN passes
+    every ``minimum``/``maximum`` check of a schema)."""
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def parse_arguments(call: ToolCall) -> dict[str, Any]:
-    """Decode and validate a call's arguments against its tool's schema.
+    """Decode and validate a call's arguments against its tool's schema; strings made :func:`encodable`.
 
     Raises
     ------
@@ -109,15 +131,19 @@ def parse_arguments(call: ToolCall) -> dict[str, Any]:
         With a message the model can act on: unknown tool, invalid JSON, or the schema violation.
     """
     if call.name not in TOOL_SCHEMAS:
-        raise ToolArgumentError(f"unknown tool {call.name!r}; the tools are {', '.join(TOOL_SCHEMAS)}")
+        raise ToolArgumentError(f"unknown tool {encodable(call.name)!r}; the tools are {', '.join(TOOL_SCHEMAS)}")
     try:
-        arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+        arguments = json.loads(call.arguments, parse_constant=_reject_constant) if call.arguments.strip() else {}
     except json.JSONDecodeError as exc:
         raise ToolArgumentError(f"arguments are not valid JSON ({exc.msg} at position {exc.pos})") from None
+    except ValueError as exc:
+        raise ToolArgumentError(f"arguments are not valid JSON ({exc})") from None
+    except RecursionError:
+        raise ToolArgumentError("arguments are nested too deeply") from None
     validator = jsonschema.Draft202012Validator(TOOL_SCHEMAS[call.name]["parameters"])
     errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
     if errors:
         first = errors[0]
         where = "/".join(str(p) for p in first.path) or "arguments"
-        raise ToolArgumentError(f"{where}: {first.message}")
-    return arguments
+        raise ToolArgumentError(f"{where}: {encodable(first.message)}")
+    return encodable(arguments)

@@ -3,6 +3,10 @@
 Every event of an episode (requests and responses verbatim, tool calls, observations, limits) is one
 JSON object on one line. A crash can at worst leave the last line incomplete; :func:`read_events`
 reports that instead of guessing, and the grid runner redoes such a run.
+
+One line discipline, whatever the agent sends: lines are written as ASCII-escaped JSON
+(``ensure_ascii``), so no line holds a raw U+2028, U+0085, or a lone surrogate that UTF-8 cannot
+encode (it is written as its ``\\udXXX`` escape, verbatim), and they are split on ``\\n`` only.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ class EventLog:
         with self._lock:
             line = json.dumps(
                 {"seq": self._seq, "t": round(time.monotonic() - self._start, 4), "event": event, **fields},
-                default=str, ensure_ascii=False,
+                default=str, ensure_ascii=True,
             )
             self._handle.write(line + "\n")
             self._handle.flush()
@@ -70,10 +74,11 @@ def read_events(path: str | Path) -> list[dict[str, Any]]:
     if data and not data.endswith(b"\n"):
         raise TranscriptError(f"{path}: the last line is incomplete (the run was interrupted)")
     events = []
-    for number, line in enumerate(data.decode("utf-8").splitlines(), start=1):
+    lines = data.split(b"\n")[:-1] if data else []
+    for number, line in enumerate(lines, start=1):
         try:
             event = json.loads(line)
-        except json.JSONDecodeError:
+        except ValueError:  # not JSON, or not UTF-8
             raise TranscriptError(f"{path}, line {number}: not JSON (the run was interrupted)") from None
         if not isinstance(event, dict):
             raise TranscriptError(f"{path}, line {number}: not a JSON object")

@@ -170,7 +170,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             study=args.study, model=args.model, out=args.out, concurrency=args.concurrency,
             unsafe_no_sandbox=args.unsafe_no_sandbox, new_dir=args.new_dir, factor_file=args.path,
             base_url=base_url, overrides=args.override or [], progress=not args.quiet,
-            exploratory=args.exploratory,
+            exploratory=args.exploratory, dry_run=args.dry_run, max_infra_retries=args.max_infra_retries,
         )
 
     if args.dry_run:  # no server launch just to print a plan
@@ -179,7 +179,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if model.get("vllm") and not args.base_url:
         args.out.mkdir(parents=True, exist_ok=True)  # for the server log
     with serving(model, base_url=args.base_url, log=args.out / f"vllm-{args.model}.log") as url:
-        print(prepare(url).execute(limit=args.limit))
+        print(prepare(url).execute(limit=args.limit, redo_infra_errors=args.redo_infra_errors))
     return 0
 
 
@@ -219,15 +219,28 @@ def cmd_probe_memorization(args: argparse.Namespace) -> int:
 
 
 def cmd_prereg(args: argparse.Namespace) -> int:
-    from planted.prereg import freeze, verify
+    from planted.prereg import freeze, reveal, verify
 
     if args.prereg_command == "freeze":
-        target = freeze(args.name, prereg_dir=args.prereg_dir, tag=not args.no_tag)
+        target = freeze(args.name, out=args.out, prereg_dir=args.prereg_dir, tag=not args.no_tag)
         print(f"froze {args.name}: {target}" + ("" if args.no_tag else f" (committed and tagged {args.name!r})"))
+        print(f"  its secret (world seeds; keep it out of the repository until `planted prereg reveal`): "
+              f"{args.out / args.name / 'sealed' / 'study_secret.json'}")
+        return 0
+    if args.prereg_command == "reveal":
+        target = reveal(args.name, out=args.out, prereg_dir=args.prereg_dir, commit=not args.no_commit, force=args.force)
+        print(f"revealed the secret of {args.name}: {target}" + ("" if args.no_commit else " (committed)"))
         return 0
     drift = verify(args.name, prereg_dir=args.prereg_dir)
     print(drift.summary())
     return 0 if drift.ok else 1
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
 
 
 def _names(text: str) -> list[str]:
@@ -311,6 +324,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--new-dir", action="store_true", help="if OUT/<study> holds another configuration, use a fresh numbered directory")
     run.add_argument("--limit", type=int, help="run at most this many pending episodes")
     run.add_argument("--dry-run", action="store_true", help="print the plan (runs, cost estimate) and exit")
+    run.add_argument("--max-infra-retries", type=_non_negative, default=2,
+                     help="attempts after the first when the host fails a run, before it is recorded as infra_error (default 2)")
+    run.add_argument("--redo-infra-errors", action="store_true",
+                     help="also redo runs recorded as infra_error (after fixing the cause)")
     run.add_argument("--unsafe-no-sandbox", action="store_true",
                      help="development only: run agent code without bubblewrap (stamped into every record)")
     run.add_argument("--exploratory", action="store_true",
@@ -345,13 +362,20 @@ def build_parser() -> argparse.ArgumentParser:
     prereg = commands.add_parser("prereg", help="freeze and verify preregistered studies").add_subparsers(
         dest="prereg_command", required=True
     )
-    for name, text in (("freeze", "freeze a study: manifest of hashes, run order, seeds, git commit and tag"),
-                       ("verify", "list every hash-controlled file that drifted from the frozen manifest")):
+    for name, text in (("freeze", "freeze a study: manifest of hashes, run order, secret's hash, git commit and tag"),
+                       ("verify", "list every hash-controlled file that drifted from the frozen manifest"),
+                       ("reveal", "after the runs: publish the study secret (checked against the manifest) and commit it")):
         sub = prereg.add_parser(name, help=text)
         sub.add_argument("name", help="study name (conf/study/NAME.yaml)")
         sub.add_argument("--prereg-dir", type=Path, help="where frozen studies live (default: prereg/ of the checkout)")
+        if name in ("freeze", "reveal"):
+            sub.add_argument("--out", type=Path, default=Path("runs"),
+                             help="the --out directory of the study's runs, where its secret lives (default: runs)")
         if name == "freeze":
             sub.add_argument("--no-tag", action="store_true", help="write the files only (no commit, no tag)")
+        if name == "reveal":
+            sub.add_argument("--no-commit", action="store_true", help="write prereg/NAME/secret.json only")
+            sub.add_argument("--force", action="store_true", help="reveal although runs are pending")
         sub.set_defaults(handler=cmd_prereg)
 
     report = commands.add_parser("report", help="every table and figure the logged runs support (no model calls)")

@@ -87,6 +87,10 @@ def test_a_damaged_transcript_or_errored_run_is_redone(study_file, completed, tm
     after = {p.name: (p / RESULT_FILE).stat().st_mtime_ns for p in root.iterdir()}
     assert {name for name in before if before[name] != after[name]} == {damaged.name, errored.name}
     read_events(damaged / "transcript.jsonl")  # intact again
+    for redone in (damaged, errored):  # nothing logged is lost: the earlier attempt is kept
+        kept = redone / "attempts" / "1"
+        assert (kept / "transcript.jsonl").is_file() and (kept / RESULT_FILE).is_file()
+    assert json.loads((errored / "attempts" / "1" / RESULT_FILE).read_text())["error"] == "RuntimeError: disk"
     runs = pd.read_parquet(tmp_path / "runs" / "tiny" / "runs.parquet")
     assert len(runs) == 5 and runs["run_id"].is_unique and (runs["status"] == "ok").all()
 
@@ -103,7 +107,9 @@ def test_sigkill_mid_grid_then_rerun_logs_every_run_exactly_once(study_file, tmp
     out = tmp_path / "runs"
     command = [sys.executable, "-m", "planted", "run", "--study", str(study_file), "--out", str(out),
                "--concurrency", "1", "--quiet"]
-    proc = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # from a neutral directory: in the checkout, `-m planted` would import the source tree, not the install
+    proc = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            cwd=tmp_path)
     ledger = out / "tiny" / "ledger.jsonl"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -114,7 +120,7 @@ def test_sigkill_mid_grid_then_rerun_logs_every_run_exactly_once(study_file, tmp
     proc.wait()
     done_before = [p for p in (out / "tiny" / "runs").iterdir() if (p / RESULT_FILE).is_file()]
     assert 1 <= len(done_before) < 5
-    assert subprocess.run(command, capture_output=True).returncode == 0
+    assert subprocess.run(command, capture_output=True, cwd=tmp_path).returncode == 0
     runs = pd.read_parquet(out / "tiny" / "runs.parquet")
     assert len(runs) == 5 and runs["run_id"].is_unique and (runs["status"] == "ok").all()
     for path in (out / "tiny" / "runs").iterdir():

@@ -3,7 +3,7 @@
 import json
 import pytest
 
-from planted.agents.protocol import EpisodeProtocol, model_file_problem
+from planted.agents.protocol import EpisodeProtocol, read_model_file
 from planted.agents.tools import TOOL_SCHEMAS, ToolArgumentError, ToolCall, parse_arguments
 
 from .fakes import FakeSandbox
@@ -97,7 +97,40 @@ def test_abort_needs_no_model_and_a_second_submission_is_refused(protocol):
 
 def test_model_file_check_is_static(tmp_path):
     path = tmp_path / "final_model.py"
-    path.write_text("import os\nos.remove('/etc/passwd')\ndef fit(t): pass\ndef predict(s, h): return 0.0\n")
-    assert model_file_problem(path) is None  # accepted without ever being executed in the host
+    text = "import os\nos.remove('/etc/passwd')\ndef fit(t): pass\ndef predict(s, h): return 0.0\n"
+    path.write_text(text)
+    assert read_model_file(tmp_path) == (text.encode(), None)  # accepted without ever being executed in the host
     path.write_text("def fit(:\n")
-    assert "syntax error" in model_file_problem(path)
+    assert "syntax error" in read_model_file(tmp_path)[1]
+    path.write_text("def fit(t): pass\n")
+    assert "does not define predict at top level" in read_model_file(tmp_path)[1]
+
+
+def test_hostile_model_files_are_refused_without_touching_the_host(tmp_path):
+    """Links (to existing and missing targets alike), FIFOs, directories, huge and deeply nested files."""
+    import os
+
+    path = tmp_path / "final_model.py"
+    path.symlink_to("/etc/passwd")
+    refused_existing = read_model_file(tmp_path)
+    path.unlink()
+    path.symlink_to("/nonexistent/secret")
+    assert read_model_file(tmp_path) == refused_existing  # no existence oracle
+    assert refused_existing[0] is None and "symbolic link" in refused_existing[1]
+    path.unlink()
+    path.symlink_to("/proc/self/mem")
+    assert "symbolic link" in read_model_file(tmp_path)[1]
+    path.unlink()
+    os.mkfifo(path)  # opening a FIFO for reading would block a naive reader forever
+    assert "not a regular file" in read_model_file(tmp_path)[1]
+    path.unlink()
+    path.mkdir()
+    assert "not a regular file" in read_model_file(tmp_path)[1]
+    path.rmdir()
+    path.write_bytes(b"#" * (1024 * 1024 + 1))
+    assert "more than the limit of 1048576 bytes" in read_model_file(tmp_path)[1]
+    path.write_text("def fit(t): pass\ndef predict(s, h):\n    return " + "(" * 200_000 + "0" + ")" * 200_000 + "\n")
+    source, problem = read_model_file(tmp_path)
+    assert source is None and ("too deeply nested" in problem or "syntax error" in problem), problem
+    path.write_text("x = " + "[" * 90 + "]" * 90 + "\ndef fit(t): pass\ndef predict(s, h): return 0.0\n")
+    assert read_model_file(tmp_path)[1] is None  # ordinary nesting is fine

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from planted.agents.agent_env import agent_environment
 from planted.agents.sandbox import (
     MIB,
     BwrapSandbox,
@@ -86,20 +87,23 @@ def test_missing_bwrap_names_the_package(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
 
 def test_refuses_paths_inside_the_mounted_interpreter(tmp_path: Path) -> None:
-    inside = Path(sys.prefix, "planted-test-workspace")
-    with pytest.raises(SandboxUnavailableError, match="inside the interpreter directory"):
+    inside = Path(agent_environment().library_dir, "planted-test-workspace")
+    with pytest.raises(SandboxUnavailableError, match="mounted read-only into the sandbox"):
         BwrapSandbox(inside, None)
     assert not inside.exists()
 
 
-def test_forged_status_reports_do_not_break_the_host(sandbox: BwrapSandbox) -> None:
+def test_forged_limit_reports_are_impossible(sandbox: BwrapSandbox) -> None:
+    """Nothing the code writes (to any descriptor it has) is read as a limit hit: they are host-measured."""
     forged = sandbox.run_python(
-        "import os\nargs = open('/proc/self/cmdline', 'rb').read().split(b'\\0')\n"
-        "status = int(args[args.index(b'-c') + 2])\n"
-        "os.write(status, b'cpu=oops cpu= memoryless\\n')\nos.kill(os.getpid(), 9)\n"
+        "import os\nfor fd in range(3, 256):\n    try:\n"
+        "        os.write(fd, b'memory\\nprocesses\\nfile_size\\ncpu=999\\n')\n    except OSError:\n        pass\n"
+        "print('MemoryError LIMIT HIT (memory)')\nos.kill(os.getpid(), 9)\n"
     )
     assert forged.exit_code == 128 + 9 and forged.limit_hit is None, forged.observation()
     assert "killed by signal 9" in forged.observation()
+    exited = sandbox.run_python("import os\nos._exit(128 + 24)\n")  # "SIGXCPU" without using the CPU
+    assert exited.exit_code == 152 and exited.limit_hit is None, exited.observation()
 
 
 def test_limits_must_be_positive() -> None:
@@ -119,7 +123,7 @@ def test_fresh_process_persistent_workspace_and_scientific_stack(sandbox: BwrapS
     )
     assert first.exit_code == 0, first.observation()
     cwd, executable, unprivileged, caps = first.stdout.split()
-    assert (cwd, executable, caps) == ("/workspace", sys.executable, "0000000000000000")
+    assert (cwd, executable, caps) == ("/workspace", agent_environment().executable, "0000000000000000")
     assert unprivileged == "True" or os.geteuid() != 0
     second = sandbox.run_python(
         "import builtins, pandas as pd, numpy, scipy, statsmodels.api, sklearn.linear_model, lightgbm\n"
@@ -166,7 +170,7 @@ def test_network_is_unreachable(sandbox: BwrapSandbox) -> None:
 
 
 def test_sealed_data_and_host_paths_are_invisible(sandbox: BwrapSandbox, world: Path) -> None:
-    skip = ["/proc", "/sys", "/dev", "/usr", sys.prefix, sys.base_prefix]
+    skip = ["/proc", "/sys", "/dev", "/usr", agent_environment().library_dir]
     result = sandbox.run_python(
         "import json, os\n"
         f"sealed, repo, skip = {str(world / 'sealed' / 'test.csv')!r}, {str(REPO)!r}, {skip!r}\n"
@@ -184,18 +188,19 @@ def test_sealed_data_and_host_paths_are_invisible(sandbox: BwrapSandbox, world: 
         "                out['hits'].append(os.path.join(top, name))\n"
         "        except OSError:\n"
         "            pass\n"
-        "print(json.dumps(out))\n"
+        "open('/workspace/scan.json', 'w').write(json.dumps(out))\n"
     )
     assert result.exit_code == 0, result.observation()
-    out = json.loads(result.stdout)
-    # the repository's files are invisible (its directory itself exists when the virtual environment
-    # lives inside it, as in a CI clone: the interpreter prefix is mounted, nothing else)
+    out = json.loads((sandbox.workspace / "scan.json").read_text())
+    # the repository's files and the virtual environment are invisible: only the base interpreter
+    # and its library directory are mounted
     assert not out["sealed"] and not out["sealed_dir"] and not out["repo"]
     assert str(world) not in out["mounts"]  # mount sources are visible: the world's path is not one
+    assert "/planted " not in out["mounts"] and "/anthropic " not in out["mounts"]  # only the promised packages
     assert out["hits"] == [] and "/workspace/data/data.csv" in out["scanned"]  # the search did run
-    # only the paths down to the interpreter's prefixes, wherever the host keeps them (/root/.pyenv, a CI clone)
-    prefixes = [Path(p) for p in (sys.prefix, sys.base_prefix, sys.executable)]
-    prefixes += [p.resolve() for p in prefixes]
+    # only the paths down to the interpreter, wherever the host keeps it (/root/.pyenv, /usr)
+    environment = agent_environment()
+    prefixes = [Path(environment.library_dir), Path(environment.executable)]
     prefix_tops = {p.parts[1] for p in prefixes}
     under_root = {p.parts[2] for p in prefixes if p.parts[1] == "root" and len(p.parts) > 2}
     assert set(out["root"]) <= under_root
@@ -297,11 +302,16 @@ def test_output_flood_is_capped(sandbox: BwrapSandbox) -> None:
 
 
 def test_memory_and_file_size_limits(sandbox: BwrapSandbox) -> None:
-    at_once = sandbox.run_python("import numpy as np\nx = np.ones(2**28)\n")  # 2 GiB
-    assert at_once.limit_hit == "memory" and "MemoryError" in at_once.stderr, at_once.observation()
+    at_once = sandbox.run_python("import numpy as np\nx = np.ones(2**28)\n")  # 2 GiB of address space at once
+    assert at_once.limit_hit is None and "MemoryError" in at_once.stderr, at_once.observation()
     growing = sandbox.run_python("chunks = []\nwhile True:\n    chunks.append(bytearray(64 * 2**20))\n")
-    assert growing.limit_hit == "memory", growing.observation()
-    assert "1 GiB of address space" in growing.observation()
+    assert growing.limit_hit == "memory" and growing.exit_code is None, growing.observation()
+    assert "more than 1 GiB of memory together" in growing.observation()
+    children = sandbox.run_python(  # six processes of 400 MiB each: each under the cap, together over it
+        "import os, time\nfor _ in range(6):\n    if os.fork() == 0:\n        x = bytearray(400 * 2**20)\n"
+        "        time.sleep(30)\n        os._exit(0)\ntime.sleep(30)\n"
+    )
+    assert children.limit_hit == "memory" and children.wall_seconds < 10, children.observation()
     big_file = sandbox.run_python(
         "with open('/workspace/big.bin', 'wb') as f:\n    for _ in range(100):\n        f.write(bytes(2**20))\n"
     )

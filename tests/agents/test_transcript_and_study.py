@@ -1,11 +1,13 @@
 """Transcripts are append-only and damage is detected; study grids expand to the paper's counts."""
 
+import numpy as np
 import pytest
 
 from planted.agents.prompts import load_prompts
 from planted.agents.study import study_grid
 from planted.agents.transcript import EventLog, TranscriptError, read_events
 from planted.config import ConfigError, compose_study
+from planted.seeding import substream
 
 
 def test_events_round_trip_and_truncation_is_detected(tmp_path):
@@ -24,13 +26,13 @@ def test_events_round_trip_and_truncation_is_detected(tmp_path):
 
 @pytest.mark.parametrize(("study", "runs", "worlds"), [("prereg-v1", 900, 580), ("prereg-v3", 430, 350), ("smoke", 11, 9)])
 def test_study_grids_have_the_specified_size(study, runs, worlds):
-    grid = study_grid(compose_study(study, "scripted")["study"])
+    grid = study_grid(compose_study(study, "scripted")["study"], secret=1)
     assert len(grid.runs) == runs and len(grid.worlds) == worlds
     assert len({r.run_id for r in grid.runs}) == runs
 
 
 def test_prereg_v1_framing_worlds_are_neutral_worlds_rerun():
-    grid = study_grid(compose_study("prereg-v1", "scripted")["study"])
+    grid = study_grid(compose_study("prereg-v1", "scripted")["study"], secret=1)
     by_world = {}
     for run in grid.runs:
         by_world.setdefault(run.world_id, set()).add(run.framing)
@@ -39,11 +41,38 @@ def test_prereg_v1_framing_worlds_are_neutral_worlds_rerun():
     assert sum(1 for r in grid.runs if r.framing == "neutral") == 580
 
 
-def test_run_order_is_fixed_by_the_seed_and_mixes_groups():
+def test_run_order_is_fixed_by_the_public_seed_and_mixes_groups():
     config = compose_study("prereg-v1", "scripted")["study"]
-    first, second = study_grid(config), study_grid(config)
-    assert [r.run_id for r in first.runs] == [r.run_id for r in second.runs]
+    first, second = study_grid(config, secret=1), study_grid(config, secret=2**127 + 5)
+    assert [r.run_id for r in first.runs] == [r.run_id for r in second.runs]  # committed before the runs
     assert len({r.group for r in first.runs[:50]}) > 2
+
+
+def test_world_seeds_need_the_secret():
+    """Worlds built from the public seed alone, or with another secret, are not the study's worlds."""
+    from planted.worlds import build
+
+    config = compose_study("smoke", "scripted")["study"]
+    secret = 0x1F2E3D4C5B6A79880123456789ABCDEF
+    unit = next(iter(study_grid(config, secret).worlds.values()))
+    world = build(unit.spec, unit.seed).meta["content_sha256"]
+    assert build(unit.spec, unit.seed).meta["content_sha256"] == world  # reproducible with the secret
+    assert list(unit.seed.entropy) == [config["seed"], secret]
+    assert build(unit.spec, next(iter(study_grid(config, secret + 1).worlds.values())).seed).meta["content_sha256"] != world
+    public_only = build(unit.spec, substream(np.random.SeedSequence(config["seed"]), *unit.seed.spawn_key))
+    assert public_only.meta["content_sha256"] != world
+
+
+def test_transcript_lines_survive_hostile_text(tmp_path):
+    """Lone surrogates, U+2028, U+0085 and NUL are written escaped and read back verbatim."""
+    path = tmp_path / "t.jsonl"
+    hostile = "a\ud800b\u2028c\u0085d\x00e\u2029"
+    with EventLog(path) as log:
+        log.write("model_turn", text=hostile)
+        log.write("end")
+    assert path.read_bytes().isascii() and path.read_bytes().count(b"\n") == 2
+    events = read_events(path)
+    assert [e["event"] for e in events] == ["model_turn", "end"] and events[0]["text"] == hostile
 
 
 def test_prompts_are_the_papers_appendix_a():

@@ -16,7 +16,7 @@ from planted.baselines import _rf_kernels as kernels
 
 EPS = np.finfo(float).eps
 SOURCE = Path(kernels.__file__).resolve().parent
-if not (SOURCE / "rf_kernels.c").is_file():  # an installed (non-editable) package: the repository copy
+if not (SOURCE / "rf_kernels.h").is_file():  # an installed (non-editable) package: the repository copy
     SOURCE = Path(__file__).resolve().parents[2] / "baselines"
 
 

@@ -6,7 +6,8 @@ import subprocess
 import pytest
 
 from planted.cli import main
-from planted.prereg import PreregistrationError, analysis_label, file_hashes, freeze, verify
+from planted.agents.secret import read_secret, secret_hex, secret_sha256
+from planted.prereg import PreregistrationError, analysis_label, file_hashes, freeze, reveal, verify
 
 
 @pytest.fixture()
@@ -22,7 +23,7 @@ def repo(tmp_path):
 
 
 def test_freeze_writes_the_manifest_commits_and_tags(repo):
-    target = freeze("smoke", prereg_dir=repo / "prereg", repo=repo)
+    target = freeze("smoke", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
     manifest = json.loads((target / "manifest.json").read_text())
     assert manifest["n_runs"] == 11 and manifest["n_worlds"] == 9
     assert manifest["files"] == file_hashes()
@@ -32,11 +33,37 @@ def test_freeze_writes_the_manifest_commits_and_tags(repo):
     assert tags == ["smoke"]
     assert verify("smoke", prereg_dir=repo / "prereg").ok
     with pytest.raises(PreregistrationError, match="already frozen"):
-        freeze("smoke", prereg_dir=repo / "prereg", repo=repo)
+        freeze("smoke", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
+    # the secret: only its hash is committed, the secret itself is in the study's sealed area
+    secret = read_secret(repo / "runs" / "smoke" / "sealed" / "study_secret.json")
+    assert manifest["secret_sha256"] == secret_sha256(secret)
+    assert manifest["agent_environment"]["packages"]["lightgbm"]
+    committed = subprocess.run(["git", "-C", str(repo), "grep", "-I", secret_hex(secret), "smoke"], capture_output=True)
+    assert committed.returncode == 1  # the secret is nowhere in the tagged tree
+
+
+def test_reveal_publishes_the_secret_that_rebuilds_the_worlds(repo):
+    """Commit-reveal: revealing before the runs is refused; after, the revealed secret matches the hash."""
+    from planted.agents.study import study_grid
+    from planted.config import compose_study
+
+    freeze("smoke", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
+    with pytest.raises(PreregistrationError, match="still pending"):
+        reveal("smoke", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
+    target = reveal("smoke", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo, force=True)
+    revealed = read_secret(target)
+    manifest = json.loads((target.parent / "manifest.json").read_text())
+    assert secret_sha256(revealed) == manifest["secret_sha256"]
+    log = subprocess.run(["git", "-C", str(repo), "log", "--format=%s", "-1"], capture_output=True, text=True).stdout
+    assert log.strip() == "Reveal the secret of study smoke"
+    config = compose_study("smoke", "scripted")["study"]
+    from_sealed = study_grid(config, read_secret(repo / "runs" / "smoke" / "sealed" / "study_secret.json"))
+    from_revealed = study_grid(config, revealed)
+    assert [u.seed.entropy for u in from_sealed.worlds.values()] == [u.seed.entropy for u in from_revealed.worlds.values()]
 
 
 def test_drift_is_listed_and_blocks_confirmatory_runs(repo, capsys, monkeypatch):
-    target = freeze("smoke", prereg_dir=repo / "prereg", repo=repo)
+    target = freeze("smoke", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
     manifest = json.loads((target / "manifest.json").read_text())
     manifest["files"]["planted.baselines/procedures.py"] = "0" * 64  # as if the code had changed since
     manifest["files"]["planted.worlds/gone.py"] = "1" * 64

@@ -66,12 +66,14 @@ def test_batch_worlds_equal_single_builds():
     "spec",
     [SPEC, WorldSpec(family="momentum_null", shocks="gaussian"), WorldSpec(family="injected", factor="HML", r2=0.01)],
 )
-def test_same_spec_and_seed_give_the_same_hash_in_another_process(spec):
+def test_same_spec_and_seed_give_the_same_hash_in_another_process(spec, tmp_path):
     code = (
         "from planted.worlds import WorldSpec, build;"
         f"print(build(WorldSpec(**{spec.to_dict()!r}), seed=5).meta['content_sha256'])"
     )
-    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    # from a neutral directory: in the checkout, `-c` would import the source tree, not the install
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           cwd=tmp_path).stdout.strip()
     assert other == build(spec, seed=5).meta["content_sha256"]
     assert build(spec, seed=6).meta["content_sha256"] != other
 
