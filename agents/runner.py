@@ -22,7 +22,7 @@ from planted.agents.grid import GridContext, StudyConfigMismatch, config_hash, r
 from planted.agents.prompts import load_prompts
 from planted.agents.registry import make_backend
 from planted.agents.sandbox import BwrapSandbox, SandboxLimits, UnsafeLocalSandbox
-from planted.agents.secret import study_secret
+from planted.agents.secret import parse_secret, study_secret
 from planted.agents.study import StudyGrid, study_grid
 from planted.config import compose_study
 from planted.prereg import analysis_label, committed_secret, revealed_secret_file
@@ -178,8 +178,10 @@ def prepare_run(
     if dry_run:
         secret = 0
     else:
+        published = config["study"].get("secret")
         secret = study_secret(target, name, committed_sha256=committed_secret(frozen) if frozen else None,
-                              revealed=revealed_secret_file(frozen) if frozen else None)
+                              revealed=revealed_secret_file(frozen) if frozen else None,
+                              published=None if published is None else parse_secret(published, f"study {name}"))
     grid = study_grid(config["study"], secret)
     context = GridContext(
         out=target, config=config, backend=backend, prompts=prompts,

@@ -13,7 +13,9 @@ repository, never mounted into a sandbox). A frozen study's manifest records onl
 (:func:`secret_sha256`, of the 32 lowercase hex digits); after the runs, ``planted prereg reveal``
 publishes the secret in ``prereg/<study>/secret.json``, and anyone can check it against the
 committed hash and rebuild every world bit for bit. The run order is derived from the public seed
-alone, so it can be committed before the runs.
+alone, so it can be committed before the runs. A demonstration study (``smoke``) may publish its
+secret in its YAML (``secret: <32 hex digits>``) so that its worlds are the same on every machine;
+such a study cannot be frozen.
 """
 
 from __future__ import annotations
@@ -66,8 +68,19 @@ def write_secret(path: Path, secret: int, study: str) -> None:
         os.fsync(handle.fileno())
 
 
+def parse_secret(text: object, where: str) -> int:
+    """A secret written as 32 hex digits (``secret:`` in a study YAML)."""
+    try:
+        value = str(text)
+        if len(value) != 32:
+            raise ValueError(value)
+        return int(value, 16)
+    except ValueError:
+        raise StudySecretError(f"{where}: a study secret is 32 hex digits, got {text!r}") from None
+
+
 def study_secret(study_dir: Path, study: str, *, committed_sha256: str | None = None,
-                 revealed: Path | None = None) -> int:
+                 revealed: Path | None = None, published: int | None = None) -> int:
     """The secret of the study whose output directory is ``study_dir``, created on first use.
 
     Parameters
@@ -82,6 +95,9 @@ def study_secret(study_dir: Path, study: str, *, committed_sha256: str | None = 
     revealed : Path, optional
         A published ``prereg/<study>/secret.json``, used when ``study_dir`` holds no secret
         (rebuilding a study after its reveal).
+    published : int, optional
+        A secret the study configuration publishes (``secret:``; demonstrations and tests, whose
+        worlds anyone may rebuild): used as it is, and nothing is written.
 
     Raises
     ------
@@ -89,6 +105,10 @@ def study_secret(study_dir: Path, study: str, *, committed_sha256: str | None = 
         A frozen study whose secret is missing, or a secret that does not match the commitment.
     """
     path = Path(study_dir) / SECRET_FILE
+    if published is not None:
+        if path.is_file() and read_secret(path) != published:
+            raise StudySecretError(f"{path} holds another secret than the one study {study!r} publishes")
+        return published
     if path.is_file():
         secret = read_secret(path)
     elif revealed is not None and revealed.is_file():
@@ -109,5 +129,5 @@ def study_secret(study_dir: Path, study: str, *, committed_sha256: str | None = 
     return secret
 
 
-__all__ = ["REVEALED_FILE", "SECRET_FILE", "StudySecretError", "read_secret", "secret_hex", "secret_sha256",
+__all__ = ["REVEALED_FILE", "SECRET_FILE", "StudySecretError", "parse_secret", "read_secret", "secret_hex", "secret_sha256",
            "study_secret", "write_secret"]

@@ -270,12 +270,16 @@ def calibration_wald(
     TestResult
         ``statistic = d' V^-1 d`` with ``d = (a, b - 1)`` and V the covariance of the logistic
         estimates; chi2(2), two-sided by nature (the ``alternative`` field says "two-sided");
-        details: intercept, slope and their standard errors. With separated or singular data the
+        details: intercept, slope, their standard errors and ``n_clipped``, the number of
+        probabilities below ``eps`` or above ``1 - eps`` (clipping them moves the slope when there
+        are many, so it is reported next to the result and in ``method``). With separated or singular data the
         p-value is NaN and ``flag`` names the reason.
     """
     y = np.asarray(labels, dtype=float)
+    p = np.asarray(probabilities, dtype=float)
+    clipped = int(np.sum((p < eps) | (p > 1 - eps)))
     fit = calibration_fit(y, probabilities, eps=eps, groups=groups)
-    method = f"logistic Wald chi2(2), {fit.cov_type} covariance, eps={eps}"
+    method = f"logistic Wald chi2(2), {fit.cov_type} covariance, eps={eps} ({clipped} of {p.size} probabilities clipped)"
     null = "calibration intercept 0 and slope 1"
     if fit.status != "ok":
         return TestResult(
@@ -289,7 +293,7 @@ def calibration_wald(
         alternative="two-sided", n=fit.n, method=method, estimate=float(fit.params[1]),
         details=(
             ("intercept", float(fit.params[0])), ("slope", float(fit.params[1])),
-            ("se_intercept", float(fit.bse[0])), ("se_slope", float(fit.bse[1])),
+            ("se_intercept", float(fit.bse[0])), ("se_slope", float(fit.bse[1])), ("n_clipped", float(clipped)),
         ),
     )
 

@@ -33,7 +33,7 @@ from planted.baselines.rates import matched_difference
 from planted.analysis import artifact, behaviour, figures, matching, summaries, tables
 from planted.analysis.loading import StudyData, load_mc, load_study_data
 from planted.analysis.tables import Table
-from planted.seeding import as_seed_sequence, generator
+from planted.seeding import as_seed_sequence, generator, substream
 
 Status = Literal["written", "skipped", "failed"]
 DESIGN_NAMES = {"bootstrap": "bootstrap-shock and injected worlds (studies 1-2)", "gaussian": "Gaussian-shock worlds (studies 3-4)"}
@@ -356,7 +356,7 @@ def write_report(
         rng_a = generator(root, STREAMS["anchors"], k)
         w.attempt(f"Appendix D.3 anchors{tag}", "Matched level anchors", lambda: w.table(
             f"Appendix D.3 anchors{tag}", _for_design(matching.matched_anchors(
-                d, sim, data.baselines[data.baselines["design"] == design], rng=rng, n_boot=n_boot), design, len(designs)),
+                d, sim, data.baselines[data.baselines["design"] == design], rng=rng_a, n_boot=n_boot), design, len(designs)),
             [matching.matched_anchors], "exploratory", empty="needs agent runs in linear worlds with R2=0 and 1%"))
         w.draw(f"Figure 1{tag}", "Power curves", lambda: _figure1(w, d, design, sim))
         w.draw(f"Figure D.1{tag}", "Frontiers", lambda: _figure_d1(w, d, design, sim))
@@ -376,18 +376,18 @@ def write_report(
         "Table F.2", tables.holdout_rule(runs), [tables.holdout_rule], "exploratory"))
     w.attempt("Appendix F.2 thresholds", "Probability thresholds", lambda: w.table(
         "Appendix F.2 thresholds", tables.probability_thresholds(runs), [tables.probability_thresholds], "exploratory"))
-    rng_c = generator(root, STREAMS["calibration"])
+    seed_c = substream(root, STREAMS["calibration"])
     w.attempt("Calibration (D.4)", "Calibration measures", lambda: w.table(
-        "Calibration (D.4)", summaries.calibration_table(runs, rng=rng_c, n_boot=n_boot),
+        "Calibration (D.4)", summaries.calibration_table(runs, seed=seed_c, n_boot=n_boot),
         [summaries.calibration_table], w.role("confirmatory; own-model label exploratory", runs)))
     w.attempt("Table E.2", "Recalibration", lambda: w.table(
         "Table E.2", summaries.recalibration_table(runs), [summaries.recalibration_table], "exploratory",
         empty="needs at least five worlds per model and design"))
     w.attempt("Appendix D.7", "H5 and H6 in detail", lambda: w.table(
         "Appendix D.7", summaries.prior_and_complexity(runs), [summaries.prior_and_complexity], "exploratory"))
-    rng_e = generator(root, STREAMS["models_compared"])
+    seed_e = substream(root, STREAMS["models_compared"])
     w.attempt("Table E.1", "Models compared", lambda: w.table(
-        "Table E.1", summaries.models_compared(runs, mc=mc, rng=rng_e, n_boot=n_boot, models=model_order),
+        "Table E.1", summaries.models_compared(runs, mc=mc, seed=seed_e, n_boot=n_boot, models=model_order),
         [summaries.models_compared], "exploratory",
         "one model: a one-column summary (no comparison)" if single else ""))
     if single:

@@ -34,6 +34,7 @@ from planted.analysis.hypotheses import (
 from planted.analysis.matching import simulated_linear
 from planted.baselines.rates import matched_difference
 from planted.analysis.results import TestFamily
+from planted.seeding import named_generator
 from planted.analysis.tables import (
     Table,
     format_value,
@@ -205,7 +206,7 @@ def _label_sample(runs: pd.DataFrame, label: str) -> tuple[np.ndarray, np.ndarra
     return p[keep], y[keep].astype(bool), claims_of(runs["claim"])[keep], runs["world_id"].to_numpy()[keep]
 
 
-def calibration_table(runs: pd.DataFrame, *, rng: np.random.Generator, n_boot: int = 2000,
+def calibration_table(runs: pd.DataFrame, *, seed: np.random.SeedSequence, n_boot: int = 2000,
                       labels: Sequence[str] = LABELS) -> Table:
     """Calibration measures per model, design and label, all finished runs (paper D.4, F.2).
 
@@ -215,7 +216,9 @@ def calibration_table(runs: pd.DataFrame, *, rng: np.random.Generator, n_boot: i
     of claims and of non-claims whose label is positive (Wilson intervals) next to the mean stated
     probability in each. Labels: ``economic`` (oracle beats the benchmark, H3's label), ``signal``
     (design truth), ``own`` (the submitted model's test-window OOS R2 > 0; no evaluable model counts
-    as not beating; paper F.2). A label with fewer than two runs is left out.
+    as not beating; paper F.2). A label with fewer than two runs is left out. Each (model, design,
+    label) draws its bootstrap from its own stream below ``seed``
+    (:func:`planted.seeding.named_generator`), so adding a model changes no other row.
     """
     rows = []
     for model in models_of(runs):
@@ -225,6 +228,7 @@ def calibration_table(runs: pd.DataFrame, *, rng: np.random.Generator, n_boot: i
                 p, y, claim, _ = _label_sample(m, label)
                 if p.size < 2:
                     continue
+                rng = named_generator(seed, model, str(design), label)
                 summary = calibration_summary(m, label=label, rng=rng, n_boot=n_boot)  # type: ignore[arg-type]
                 row = summary.to_frame().iloc[0].to_dict()
                 row |= {"model": model, "design": design}
@@ -243,16 +247,19 @@ def calibration_table(runs: pd.DataFrame, *, rng: np.random.Generator, n_boot: i
     return Table(
         key="table_calibration",
         title="Calibration of the stated probabilities (appendix D.4, F.2), all runs of each model: Brier score "
-              "and Murphy terms (ten bins), ECE (world-clustered bootstrap 95% interval), AUC (overall, within "
+              "and its decomposition over ten bins, which adds up exactly: Brier = REL - RES + UNC + WBV - 2 WBC "
+              "(Murphy's three terms and the within-bin variance and covariance of Stephenson, Coelho and Jolliffe "
+              "2008), ECE (world-clustered bootstrap 95% interval), AUC (overall, within "
               "claims, within non-claims), calibration intercept and slope with the Wald test of (0, 1); share (%) "
               "of claims and non-claims whose label is positive (Wilson 95% intervals) and their mean stated probability",
         data=data,
         formats=tuple((c, "pct0") for c in pct) + (
             ("n", "int"), ("n_worlds", "int"), ("wald_p", "p"), ("claims_mean_p", "num2"), ("nonclaims_mean_p", "num2"),
             ("mean_probability", "num2"), ("brier", "dec3"), ("brier_skill", "num2"), ("reliability", "dec3"),
-            ("resolution", "dec3"), ("uncertainty", "dec3"), ("ece", "dec3"), ("auc", "num2"), ("auc_claims", "num2"),
+            ("resolution", "dec3"), ("uncertainty", "dec3"), ("within_variance", "dec3"),
+            ("within_covariance", "dec3"), ("ece", "dec3"), ("auc", "num2"), ("auc_claims", "num2"),
             ("auc_nonclaims", "num2"), ("intercept", "num2"), ("slope", "num2")),
-        hidden=("within_variance", "within_covariance", "wald_stat"),
+        hidden=("wald_stat",),
     )
 
 
@@ -420,7 +427,7 @@ def _num_row(block: str, measure: str, value: float, fmt: str = "num3", low: flo
     return {"block": block, "measure": measure, "value": value, "low": low, "high": high, "n": n, "format": fmt}
 
 
-def models_compared(runs: pd.DataFrame, *, mc: pd.DataFrame | None = None, rng: np.random.Generator,
+def models_compared(runs: pd.DataFrame, *, mc: pd.DataFrame | None = None, seed: np.random.SeedSequence,
                     n_boot: int = 2000, models: Sequence[str] | None = None) -> Table:
     """Table E.1: the models side by side, per design (exploratory).
 
@@ -439,6 +446,7 @@ def models_compared(runs: pd.DataFrame, *, mc: pd.DataFrame | None = None, rng: 
         sim = simulated_linear(mc, design) if mc is not None and not mc.empty else pd.DataFrame()
         for model in [m for m in (models or models_of(d)) if m in set(d["model"])]:
             m = d[d["model"] == model]
+            rng = named_generator(seed, model, str(design))  # the model's own stream: other models never move it
             ok = usable(m)
             n1 = neutral_first(m)
             null = no_signal_runs(m)

@@ -46,6 +46,7 @@ HEADERS = {"agent": "Agent", "model": "Model", "world": "World", "design": "Desi
            "planted": "Planted", "gauge": "Irrel. (gauge)", "no_signal": "No-signal worlds", "r2_1pct": "R2=1%",
            "gauss": "Gauss.", "boot": "Boot.", "label": "Label", "n_worlds": "Worlds", "mean_probability": "Mean p",
            "brier": "Brier", "brier_skill": "BSS", "reliability": "REL", "resolution": "RES", "uncertainty": "UNC",
+           "within_variance": "WBV", "within_covariance": "WBC",
            "ece": "ECE", "auc": "AUC", "auc_claims": "AUC claims", "auc_nonclaims": "AUC non-claims",
            "intercept": "Intercept", "slope": "Slope", "wald_p": "Wald p", "base": "Base rate",
            "claims_true": "Claims true", "claims_mean_p": "Claims mean p", "nonclaims_true": "Non-claims true",

@@ -38,9 +38,12 @@ class Panel:
         ``x1..x8`` then ``m12`` (NaN for the first 11 months).
     n_train : int
     oracle : ndarray, shape (n, T)
-        The true regressor on the visible scale: the planted column (linear, persistent_null,
-        injected), ``m12`` (momentum_null, reversal) or the planted column times the true
-        high-volatility indicator (regime).
+        The true regressor, up to an affine map (which a regression with an intercept does not
+        see): the planted column (linear, persistent_null, injected; on the visible scale), ``m12``
+        (momentum_null, reversal) or, in regime worlds, the raw planted predictor times the true
+        high-volatility indicator, ``x[t] s[t]``. (The anonymised column times the state,
+        ``(a x + b) s``, is not an affine map of ``x s``: the anonymisation intercept ``b`` would
+        leak in as ``b s``.)
     signal : ndarray of bool, shape (n,)
         Design truth: whether a planted predictive relation exists.
     seeds : tuple of numpy.random.SeedSequence
@@ -73,16 +76,16 @@ def has_signal(family: str, r2: float | None) -> bool:
     return True  # reversal and regime plant a 1% R2
 
 
-def _assemble(returns, visible, planted_index, regime, family, r2, n_train, seeds) -> Panel:
+def _assemble(returns, visible, planted_index, regime_signal, family, r2, n_train, seeds) -> Panel:
     n = returns.shape[0]
     m12 = trailing_mean(returns, 12)
     candidates = np.concatenate([visible, m12[:, None, :]], axis=1)
     if family in ("momentum_null", "reversal"):
         oracle = m12
+    elif family == "regime":
+        oracle = regime_signal
     else:
         oracle = visible[np.arange(n), planted_index]
-        if family == "regime":
-            oracle = oracle * regime
     return Panel(
         returns=returns, candidates=candidates, n_train=n_train, oracle=oracle,
         signal=np.full(n, has_signal(family, r2)), seeds=tuple(seeds),
@@ -92,7 +95,7 @@ def _assemble(returns, visible, planted_index, regime, family, r2, n_train, seed
 def panel_from_batch(batch: WorldBatch) -> Panel:
     """Panel of a :class:`~planted.worlds.WorldBatch` (the Monte Carlo engine's input)."""
     return _assemble(
-        batch.returns, batch.candidates, batch.planted_index, batch.raw.regime,
+        batch.returns, batch.candidates, batch.planted_index, batch.raw.signal,
         batch.spec.family, batch.spec.r2, batch.n_train, batch.seeds,
     )
 
@@ -109,13 +112,13 @@ def panel_from_worlds(worlds: Sequence[World]) -> Panel:
     visible = np.transpose(data[:, :, 2:], (0, 2, 1))
     names = [f"x{j}" for j in range(1, 9)]
     planted = np.array([names.index(w.planted_column) if w.planted_column else -1 for w in worlds])
-    regime = np.stack([w.truth.regime for w in worlds]) if worlds[0].truth.regime is not None else None
+    regime_signal = np.stack([w.truth.signal for w in worlds]) if worlds[0].spec.family == "regime" else None
     spec = worlds[0].spec
     r2s = {w.spec.r2 for w in worlds}
     seeds = [
         np.random.SeedSequence(w.meta["seed"]["entropy"], spawn_key=tuple(w.meta["seed"]["spawn_key"])) for w in worlds
     ]
-    panel = _assemble(returns, visible, planted, regime, spec.family, spec.r2, worlds[0].meta["n_train"], seeds)
+    panel = _assemble(returns, visible, planted, regime_signal, spec.family, spec.r2, worlds[0].meta["n_train"], seeds)
     if len(r2s) > 1:
         signal = np.array([has_signal(w.spec.family, w.spec.r2) for w in worlds])
         panel = replace(panel, signal=signal)

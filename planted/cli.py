@@ -23,12 +23,13 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from planted.analysis.loading import StudyDataError
     from planted.agents.grid import StudyConfigMismatch
     from planted.agents.sandbox import SandboxUnavailableError
+    from planted.agents.secret import StudySecretError
     from planted.config import ConfigError
     from planted.prereg import PreregistrationError
     from planted.worlds import FactorDataError, WorldFileError, WorldSpecError
 
     return (WorldSpecError, FactorDataError, WorldFileError, StudyConfigMismatch, SandboxUnavailableError,
-            FatalBackendError, ConfigError, PreregistrationError, StudyDataError)
+            FatalBackendError, ConfigError, PreregistrationError, StudyDataError, StudySecretError)
 
 
 def _add_world_spec_arguments(parser: argparse.ArgumentParser) -> None:

@@ -201,6 +201,11 @@ def freeze(study: str, *, out: Path = Path("runs"), prereg_dir: Path | None = No
         if _git(repo, "tag", "--list", study):
             raise PreregistrationError(f"git tag {study!r} exists already in {repo}")
     config = compose_study(study, "scripted")["study"]
+    if config.get("secret") is not None:
+        raise PreregistrationError(
+            f"study {study!r} publishes its secret (`secret:` in its YAML), so anyone can rebuild its worlds: "
+            "remove the key to preregister it"
+        )
     secret_path = Path(out) / str(config["name"]) / SECRET_FILE
     if secret_path.exists():
         raise PreregistrationError(

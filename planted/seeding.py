@@ -59,6 +59,18 @@ def generator(parent: np.random.SeedSequence, *key: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(substream(parent, *key)))
 
 
+def named_generator(parent: np.random.SeedSequence, *names: str) -> np.random.Generator:
+    """A PCG64 generator on the sub-stream named by ``names`` below ``parent``.
+
+    Each name becomes the key ``zlib.crc32(name.encode("utf-8"))``, so a stream depends only on its
+    own names (a model's name, a design, a label), never on what else is drawn or in what order:
+    adding a model to a report leaves the other models' bootstrap intervals unchanged.
+    """
+    import zlib
+
+    return generator(parent, *(zlib.crc32(name.encode("utf-8")) for name in names))
+
+
 def describe(seq: np.random.SeedSequence) -> dict[str, object]:
     """Return a JSON-ready description (entropy, spawn key) from which ``seq`` can be rebuilt."""
     entropy = seq.entropy

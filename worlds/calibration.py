@@ -1,6 +1,6 @@
 """Closed-form and numerical calibration of the trap families' slopes (SPEC 1.3).
 
-* ``reversal``: r[t+1] = mu - b m12[t] + eps[t+1] is an AR(12) with equal coefficients -b/12. Its
+* ``reversal``: r[t+1] - mu = -b (m12[t] - mu) + eps[t+1], an AR(12) of r - mu with equal coefficients -b/12. Its
   autocovariances solve the Yule-Walker system exactly, which gives the population R2 of r[t+1] on
   m12[t] as ``b^2 Var(m12) / Var(r)``; ``b`` solves R2(b) = 1% by Brent's method, once, cached, and is
   rounded to 12 significant digits so that the constant (and every world built from it) is the same

@@ -21,7 +21,7 @@ FAMILY_NOTES = {
     f"(paper grid: r2 {', '.join(f'{v:g}' for v in S.LINEAR_R2)}; phi {S.LINEAR_PHI}; rho {S.LINEAR_RHO})",
     "persistent_null": f"linear with beta = 0, phi {S.PERSISTENT_NULL['phi']}, rho {S.PERSISTENT_NULL['rho']}; takes --shocks",
     "momentum_null": "GARCH(1,1) 0.10/0.85, redrawn until trailing-12m momentum has NW t > 2; takes --shocks",
-    "reversal": "r[t+1] = mu - b m12[t] + eps, population R2 1%; takes --shocks",
+    "reversal": "r[t+1] - mu = -b (m12[t] - mu) + eps, population R2 1%; takes --shocks",
     "regime": "2-state Markov (stay 0.95, vol ratio 2), x (phi 0.9) active in the high state, R2 1%; takes --shocks",
     "injected": "real HML/RMW residuals + planted x (phi 0.95, rho -0.8); takes --factor --r2 "
     f"(paper: {', '.join(f'{v:g}' for v in S.INJECTED_R2)}); RMW needs --path",

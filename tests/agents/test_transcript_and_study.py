@@ -90,3 +90,17 @@ def test_prompts_are_the_papers_appendix_a():
 def test_unknown_study_lists_the_available_ones():
     with pytest.raises(ConfigError, match="available: .*smoke"):
         compose_study("nope", "scripted")
+
+
+def test_the_smoke_study_publishes_its_secret_so_its_worlds_are_the_same_everywhere(tmp_path):
+    from planted.agents.secret import StudySecretError, parse_secret, study_secret, write_secret
+
+    config = compose_study("smoke", "scripted")["study"]
+    published = parse_secret(config["secret"], "smoke")
+    assert study_secret(tmp_path / "a", "smoke", published=published) == published
+    assert not (tmp_path / "a").exists()  # nothing written for a published secret
+    write_secret(tmp_path / "b" / "sealed" / "study_secret.json", published + 1, "smoke")
+    with pytest.raises(StudySecretError, match="another secret"):
+        study_secret(tmp_path / "b", "smoke", published=published)
+    with pytest.raises(StudySecretError, match="32 hex digits"):
+        parse_secret("abc", "smoke")

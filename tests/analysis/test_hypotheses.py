@@ -191,6 +191,19 @@ def test_h3_matches_statsmodels_wald(v1_runs):
     assert res.pvalue == pytest.approx(float(wald.pvalue), rel=1e-6)
     assert res.detail("slope") == pytest.approx(fit.params[1], rel=1e-8)
     assert res.n == len(v1_runs) and res.df == 2
+    raw = v1_runs["probability"].to_numpy()
+    assert res.detail("n_clipped") == int(((raw < 0.005) | (raw > 0.995)).sum())
+    assert f"({int(res.detail('n_clipped'))} of {len(raw)} probabilities clipped)" in res.method
+
+
+def test_h3_reports_how_many_probabilities_were_clipped():
+    from planted.analysis.calibration import calibration_wald
+
+    rng = np.random.default_rng(8)
+    p = np.r_[np.zeros(40), np.ones(30), rng.uniform(0.1, 0.9, 200)]
+    y = rng.random(p.size) < np.clip(p, 0.05, 0.95)
+    result = calibration_wald(y, p)
+    assert result.detail("n_clipped") == 70 and "70 of 270 probabilities clipped" in result.method
 
 
 def _calibrated(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

@@ -259,3 +259,32 @@ def test_event_reader_skips_lines_it_does_not_code(tmp_path):
     events = _read_events(tmp_path / "t.jsonl")
     assert [e["event"] for e in events] == ["api_response", "model_turn", "model_turn"]
     assert transcript_texts(events) == ["the Holm adjustment", '{"code": "print(1)"}', "a line in another layout"]
+
+
+def test_the_calibration_table_shows_a_decomposition_that_adds_up(two_models):
+    """Brier = REL - RES + UNC + WBV - 2 WBC for every row, to 1e-12 (each term from the table's own columns)."""
+    table = summaries.calibration_table(two_models, seed=np.random.SeedSequence(0), n_boot=50)
+    data = table.data
+    assert len(data) > 0 and {"within_variance", "within_covariance"} <= set(data.columns)
+    rhs = data["reliability"] - data["resolution"] + data["uncertainty"] + data["within_variance"] - 2 * data["within_covariance"]
+    np.testing.assert_allclose(data["brier"], rhs, rtol=0, atol=1e-12)
+    three_terms = data["reliability"] - data["resolution"] + data["uncertainty"]
+    assert np.max(np.abs(data["brier"] - three_terms)) > 1e-6  # the within-bin terms matter on these runs
+    assert "within_variance" not in table.hidden and "| WBV" in table.to_markdown()
+
+
+def test_adding_a_model_leaves_the_other_models_bootstrap_intervals_unchanged(two_models):
+    """Each model draws from its own named stream (calibration table and Table E.1)."""
+    seed = np.random.SeedSequence(4)
+    alone = two_models[two_models["model"] == "a"]
+    both = summaries.calibration_table(two_models, seed=seed, n_boot=50).data
+    single = summaries.calibration_table(alone, seed=seed, n_boot=50).data
+    columns = [c for c in single.columns if c.startswith("ece")]
+    pd.testing.assert_frame_equal(both[both["model"] == "a"][columns].reset_index(drop=True),
+                                  single[columns].reset_index(drop=True))
+    flagged = two_models.assign(artifact_flag=False)
+    e1_both = summaries.models_compared(flagged, seed=seed, n_boot=50).data
+    e1_single = summaries.models_compared(flagged[flagged["model"] == "a"], seed=seed, n_boot=50).data
+    rows_of_a = e1_both[e1_both["model"] == "a"].reset_index(drop=True)
+    assert len(rows_of_a) > 0 and rows_of_a["low"].notna().any()
+    pd.testing.assert_frame_equal(rows_of_a, e1_single.reset_index(drop=True))

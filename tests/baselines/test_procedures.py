@@ -3,6 +3,8 @@
 Tolerance: 1e-9 relative on p-values (differences come only from summation order).
 """
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import statsmodels.api as sm
@@ -124,13 +126,29 @@ def test_decisions_do_not_depend_on_anonymisation(batch):
 def test_oracle_regressor_and_economic_label_by_family():
     regime = build_batch(WorldSpec(family="regime", shocks="gaussian"), range(3))
     panel = panel_from_batch(regime)
-    planted = regime.candidates[np.arange(3), regime.planted_index]
-    np.testing.assert_array_equal(panel.oracle, planted * regime.raw.regime)
+    np.testing.assert_array_equal(panel.oracle, regime.raw.signal)  # x[t] s[t], the return-generating regressor
     reversal = panel_from_batch(build_batch(WorldSpec(family="reversal", shocks="gaussian"), range(2)))
     np.testing.assert_array_equal(reversal.oracle, reversal.candidates[:, 8])
     assert reversal.signal.all() and not panel_from_batch(build_batch(WorldSpec(family="persistent_null"), [1])).signal.any()
     res = run_procedures(panel, ["oracle"])["oracle"]
     np.testing.assert_array_equal(economic_label(res), res.test.oos_r2 > 0)
+
+
+def test_regime_oracle_is_invariant_to_affine_maps_and_the_anonymised_product_is_not():
+    """The oracle's decision depends on its regressor only up to an affine map (OLS with an intercept).
+
+    ``x s`` and ``3 x s + 2`` give the same decision p-values (to 1e-9); the anonymised column
+    times the state, ``(a x + b) s``, which the oracle used before, gives others (its intercept b
+    leaks in as ``b s``).
+    """
+    regime = build_batch(WorldSpec(family="regime", shocks="gaussian"), range(6))
+    panel = panel_from_batch(regime)
+    true = run_procedures(panel, ["oracle"])["oracle"].decision_p
+    affine = run_procedures(replace(panel, oracle=3.0 * panel.oracle + 2.0), ["oracle"])["oracle"].decision_p
+    np.testing.assert_allclose(affine, true, rtol=1e-9, atol=1e-12)
+    visible_planted = regime.candidates[np.arange(6), regime.planted_index]
+    old = run_procedures(replace(panel, oracle=visible_planted * regime.raw.regime), ["oracle"])["oracle"].decision_p
+    assert np.max(np.abs(old - true)) > 1e-3
 
 
 def test_panel_from_worlds_equals_panel_from_batch(batch):

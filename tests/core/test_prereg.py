@@ -23,23 +23,28 @@ def repo(tmp_path):
 
 
 def test_freeze_writes_the_manifest_commits_and_tags(repo):
-    target = freeze("smoke", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
+    target = freeze("prereg-v3", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
     manifest = json.loads((target / "manifest.json").read_text())
-    assert manifest["n_runs"] == 11 and manifest["n_worlds"] == 9
+    assert manifest["n_runs"] == 430 and manifest["n_worlds"] == 350
     assert manifest["files"] == file_hashes()
     assert "planted.worlds/simulate.py" in manifest["files"] and "planted.conf/prompts.yaml" in manifest["files"]
-    assert (target / "run_order.csv").read_text().count("\n") == 12
+    assert (target / "run_order.csv").read_text().count("\n") == 431
     tags = subprocess.run(["git", "-C", str(repo), "tag"], capture_output=True, text=True).stdout.split()
-    assert tags == ["smoke"]
-    assert verify("smoke", prereg_dir=repo / "prereg").ok
+    assert tags == ["prereg-v3"]
+    assert verify("prereg-v3", prereg_dir=repo / "prereg").ok
     with pytest.raises(PreregistrationError, match="already frozen"):
-        freeze("smoke", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
+        freeze("prereg-v3", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
     # the secret: only its hash is committed, the secret itself is in the study's sealed area
-    secret = read_secret(repo / "runs" / "smoke" / "sealed" / "study_secret.json")
+    secret = read_secret(repo / "runs" / "prereg-v3" / "sealed" / "study_secret.json")
     assert manifest["secret_sha256"] == secret_sha256(secret)
     assert manifest["agent_environment"]["packages"]["lightgbm"]
-    committed = subprocess.run(["git", "-C", str(repo), "grep", "-I", secret_hex(secret), "smoke"], capture_output=True)
+    committed = subprocess.run(["git", "-C", str(repo), "grep", "-I", secret_hex(secret), "prereg-v3"], capture_output=True)
     assert committed.returncode == 1  # the secret is nowhere in the tagged tree
+
+
+def test_a_study_that_publishes_its_secret_cannot_be_frozen(repo):
+    with pytest.raises(PreregistrationError, match="publishes its secret"):
+        freeze("smoke", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
 
 
 def test_reveal_publishes_the_secret_that_rebuilds_the_worlds(repo):
@@ -47,36 +52,36 @@ def test_reveal_publishes_the_secret_that_rebuilds_the_worlds(repo):
     from planted.agents.study import study_grid
     from planted.config import compose_study
 
-    freeze("smoke", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
+    freeze("prereg-v3", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
     with pytest.raises(PreregistrationError, match="still pending"):
-        reveal("smoke", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
-    target = reveal("smoke", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo, force=True)
+        reveal("prereg-v3", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
+    target = reveal("prereg-v3", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo, force=True)
     revealed = read_secret(target)
     manifest = json.loads((target.parent / "manifest.json").read_text())
     assert secret_sha256(revealed) == manifest["secret_sha256"]
     log = subprocess.run(["git", "-C", str(repo), "log", "--format=%s", "-1"], capture_output=True, text=True).stdout
-    assert log.strip() == "Reveal the secret of study smoke"
-    config = compose_study("smoke", "scripted")["study"]
-    from_sealed = study_grid(config, read_secret(repo / "runs" / "smoke" / "sealed" / "study_secret.json"))
+    assert log.strip() == "Reveal the secret of study prereg-v3"
+    config = compose_study("prereg-v3", "scripted")["study"]
+    from_sealed = study_grid(config, read_secret(repo / "runs" / "prereg-v3" / "sealed" / "study_secret.json"))
     from_revealed = study_grid(config, revealed)
     assert [u.seed.entropy for u in from_sealed.worlds.values()] == [u.seed.entropy for u in from_revealed.worlds.values()]
 
 
 def test_drift_is_listed_and_blocks_confirmatory_runs(repo, capsys, monkeypatch):
-    target = freeze("smoke", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
+    target = freeze("prereg-v3", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
     manifest = json.loads((target / "manifest.json").read_text())
     manifest["files"]["planted.baselines/procedures.py"] = "0" * 64  # as if the code had changed since
     manifest["files"]["planted.worlds/gone.py"] = "1" * 64
     (target / "manifest.json").write_text(json.dumps(manifest))
-    drift = verify("smoke", prereg_dir=repo / "prereg")
+    drift = verify("prereg-v3", prereg_dir=repo / "prereg")
     assert drift.changed == ["planted.baselines/procedures.py"] and drift.missing == ["planted.worlds/gone.py"]
     with pytest.raises(PreregistrationError, match="procedures.py"):
-        analysis_label("smoke", exploratory=False, prereg_dir=repo / "prereg")
-    assert analysis_label("smoke", exploratory=True, prereg_dir=repo / "prereg")[0] == "exploratory"
-    assert main(["prereg", "verify", "smoke", "--prereg-dir", str(repo / "prereg")]) == 1
+        analysis_label("prereg-v3", exploratory=False, prereg_dir=repo / "prereg")
+    assert analysis_label("prereg-v3", exploratory=True, prereg_dir=repo / "prereg")[0] == "exploratory"
+    assert main(["prereg", "verify", "prereg-v3", "--prereg-dir", str(repo / "prereg")]) == 1
     assert "changed: planted.baselines/procedures.py" in capsys.readouterr().out
     monkeypatch.setenv("PLANTED_PREREG_DIR", str(repo / "prereg"))
-    assert main(["run", "--study", "smoke", "--out", str(repo / "runs"), "--dry-run"]) == 2
+    assert main(["run", "--study", "prereg-v3", "--out", str(repo / "runs"), "--dry-run"]) == 2
     assert "procedures.py" in capsys.readouterr().err
 
 

@@ -166,3 +166,22 @@ def test_repeated_values_exist_only_with_bootstrap_shocks():
         assert gauss.world(i).meta["repeated_share"] == 0.0
         assert boot.world(i).meta["repeated_share"] > 0.2  # 700 draws from 644 shocks
         assert boot.world(i).meta["repeated_pair_share"] > 0.1
+
+
+def test_reversal_worlds_follow_the_documented_equation_exactly():
+    """r[t+1] - mu = -b (m12[t] - mu) + shock_sd * eps[t+1] (docs/conventions.md), to 1e-12.
+
+    The shocks are redrawn independently from the worlds' seeds; the undemeaned form
+    r[t+1] = mu - b m12[t] + eps would leave a residual of mean b * mu instead.
+    """
+    from planted.worlds.pool import default_pool
+    from planted.worlds.simulate import _draw_shocks
+
+    seeds = [np.random.SeedSequence(s) for s in range(3)]
+    batch = build_batch(WorldSpec(family="reversal", shocks="gaussian"), seeds)
+    cal = calibrate_reversal(S.REVERSAL_R2, S.SIGMA)
+    shocks, _ = _draw_shocks(seeds, S.BURN_IN + S.N_TRAIN + S.N_TEST, "gaussian", default_pool())
+    r = batch.raw.returns
+    m12 = trailing_mean(r, 12)
+    residual = (r[:, 12:] - S.MU) + cal.b * (m12[:, 11:-1] - S.MU)
+    np.testing.assert_allclose(residual, cal.shock_sd * shocks[:, S.BURN_IN + 12:], rtol=0, atol=1e-12)
