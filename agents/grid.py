@@ -46,6 +46,7 @@ from planted.agents.transcript import EventLog, TranscriptError, read_events
 from planted.baselines.panel import panel_from_worlds
 from planted.baselines.procedures import economic_label, run_procedures
 from planted.hashing import canonical_json, sha256_bytes
+from planted.study_config import StudyConfig
 from planted.worlds import World, WorldFileError, build, read_meta, write_world
 from planted.worlds.files import VISIBLE_FILE
 
@@ -79,9 +80,13 @@ class GridContext:
     """Attempts after the first when a run fails for infrastructure reasons, before it is recorded as ``infra_error``."""
 
     @property
+    def study(self) -> StudyConfig:
+        """The study section of :attr:`config`, typed (checked when the configuration was composed)."""
+        return StudyConfig.from_dict(self.config["study"], "study configuration")
+
+    @property
     def settings(self) -> EpisodeSettings:
-        study = self.config["study"]
-        return EpisodeSettings(budget=int(study.get("budget", 40)), refit_every=int(study.get("refit_every", 12)))
+        return EpisodeSettings(budget=self.study.budget, refit_every=self.study.refit_every)
 
 
 def code_version() -> str | None:
@@ -154,7 +159,7 @@ def run_baselines(ctx: GridContext, grid: StudyGrid, worlds: dict[str, World]) -
         table = pd.read_parquet(path)
         if set(table["world_id"]) == set(worlds):
             return table
-    procedures = list(ctx.config["study"].get("procedures", []))
+    procedures = list(ctx.study.procedures)
     frames = []
     by_kind: dict[tuple[str, int], list[str]] = {}
     for wid, world in worlds.items():

@@ -25,6 +25,7 @@ from planted.agents.sandbox import BwrapSandbox, SandboxLimits, UnsafeLocalSandb
 from planted.agents.secret import parse_secret, study_secret
 from planted.agents.study import StudyGrid, study_grid
 from planted.config import compose_study
+from planted.study_config import StudyConfig
 from planted.prereg import analysis_label, committed_secret, revealed_secret_file
 
 
@@ -58,7 +59,7 @@ class PreparedRun:
         if not self.runnable:
             raise RuntimeError("a dry-run plan cannot be executed: prepare the run without dry_run")
         runs = run_grid(self.context, self.grid, limit=limit, redo_infra_errors=redo_infra_errors)
-        procedures = list(self.context.config["study"].get("procedures", []))
+        procedures = list(self.context.study.procedures)
         shown = [p for p in ("hac_holm", "combination", "oracle") if p in procedures]
         lines = [f"study {self.grid.name} ({self.context.analysis_label}): {len(runs)} of {len(self.grid.runs)} runs logged"]
         if not runs.empty:
@@ -154,8 +155,9 @@ def prepare_run(
     secret (counts and run order do not depend on the secret).
     """
     config = compose_study(study, model, overrides)
+    settings = StudyConfig.from_dict(config["study"], study)
     if sandbox_limits is None:
-        sandbox_limits = limits_from_config(config["study"])
+        sandbox_limits = limits_from_config(settings.sandbox)
     label = "exploratory"
     if not study.endswith((".yaml", ".yml")):
         label, _ = analysis_label(study, exploratory=exploratory or bool(overrides))
@@ -164,7 +166,7 @@ def prepare_run(
     sandbox_class = UnsafeLocalSandbox if unsafe_no_sandbox else BwrapSandbox
     with tempfile.TemporaryDirectory() as probe:
         sandbox_class(Path(probe) / "workspace", None, sandbox_limits)  # fails now, not mid-grid
-    name = str(config["study"]["name"])
+    name = settings.name
     target = Path(out) / name
     manifest = target / "study.json"
     if manifest.is_file() and json.loads(manifest.read_text())["config_hash"] != config_hash(config, prompts):
@@ -178,15 +180,15 @@ def prepare_run(
     if dry_run:
         secret = 0
     else:
-        published = config["study"].get("secret")
+        published = settings.secret
         secret = study_secret(target, name, committed_sha256=committed_secret(frozen) if frozen else None,
                               revealed=revealed_secret_file(frozen) if frozen else None,
                               published=None if published is None else parse_secret(published, f"study {name}"))
-    grid = study_grid(config["study"], secret)
+    grid = study_grid(settings, secret)
     context = GridContext(
         out=target, config=config, backend=backend, prompts=prompts,
         sandbox_factory=partial(_make_sandbox, sandbox_class, sandbox_limits),
-        evaluator=partial(_evaluate, unsafe_no_sandbox=unsafe_no_sandbox, refit_every=int(config["study"].get("refit_every", 12))),
+        evaluator=partial(_evaluate, unsafe_no_sandbox=unsafe_no_sandbox, refit_every=settings.refit_every),
         sandboxed=not unsafe_no_sandbox, concurrency=concurrency or int(config["model"].get("concurrency", 1)),
         factor_file=str(factor_file) if factor_file else None, progress=progress, analysis_label=label,
         max_infra_retries=max_infra_retries,
@@ -194,7 +196,7 @@ def prepare_run(
     return PreparedRun(context=context, grid=grid, runnable=not dry_run)
 
 
-def limits_from_config(study: dict[str, Any]) -> SandboxLimits:
+def limits_from_config(given: dict[str, Any]) -> SandboxLimits:
     """The sandbox limits of a study: the defaults of :class:`SandboxLimits`, overridden by its ``sandbox`` mapping.
 
     Raises
@@ -206,7 +208,6 @@ def limits_from_config(study: dict[str, Any]) -> SandboxLimits:
 
     from planted.config import ConfigError
 
-    given = dict(study.get("sandbox") or {})
     valid = [f.name for f in fields(SandboxLimits)]
     unknown = sorted(set(given) - set(valid))
     if unknown:

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
 from planted.seeding import generator, substream
+from planted.study_config import StudyConfig
 from planted.worlds import WorldSpec
 
 AGENT_DOMAIN = 0
@@ -59,8 +60,8 @@ class StudyGrid:
 
 
 def _cells(cells: Any) -> list[WorldSpec]:
-    """Expand a cell dict (list values are crossed) or a list of them into specs."""
-    if isinstance(cells, list):
+    """Expand a cell dict (list values are crossed) or a sequence of them into specs."""
+    if isinstance(cells, (list, tuple)):
         return [spec for item in cells for spec in _cells(item)]
     keys = list(cells)
     values = [v if isinstance(v, list) else [v] for v in cells.values()]
@@ -72,34 +73,34 @@ def world_id(spec: WorldSpec, index: int) -> str:
     return f"{spec.label()}__s{index:03d}"
 
 
-def study_grid(config: dict[str, Any], secret: int) -> StudyGrid:
+def study_grid(config: StudyConfig | Mapping[str, Any], secret: int) -> StudyGrid:
     """Expand a study configuration into its worlds and runs.
 
     Parameters
     ----------
-    config : dict
-        ``name``, ``seed`` and ``groups``: each group has ``name``, ``cells``, ``seeds`` (count),
-        optional ``framings`` (default ``[neutral]``) and ``replicates`` (list of indices, default ``[0]``).
+    config : StudyConfig or mapping
+        The study (a mapping is checked by :meth:`StudyConfig.from_dict`).
     secret : int
         The study's secret (:func:`planted.agents.secret.study_secret`); world seeds depend on it,
         the run order does not.
     """
-    seed = int(config["seed"])
+    study = config if isinstance(config, StudyConfig) else StudyConfig.from_dict(config, "study configuration")
+    seed = study.seed
     root = np.random.SeedSequence([seed, int(secret)])
     worlds: dict[str, WorldUnit] = {}
     runs: list[RunUnit] = []
-    for group in config["groups"]:
-        for spec in _cells(group["cells"]):
-            for index in range(int(group["seeds"])):
+    for group in study.groups:
+        for spec in _cells(group.cells):
+            for index in range(group.seeds):
                 wid = world_id(spec, index)
                 worlds.setdefault(wid, WorldUnit(wid, spec, index, substream(root, AGENT_DOMAIN, spec.seed_key(), index)))
-                for framing in group.get("framings", ["neutral"]):
-                    for replicate in group.get("replicates", [0]):
+                for framing in group.framings:
+                    for replicate in group.replicates:
                         run_id = f"{wid}__{framing}__r{replicate}"
-                        runs.append(RunUnit(run_id, wid, framing, int(replicate), group["name"]))
+                        runs.append(RunUnit(run_id, wid, framing, replicate, group.name))
     ids = [r.run_id for r in runs]
     duplicated = sorted({i for i in ids if ids.count(i) > 1})
     if duplicated:
-        raise ValueError(f"study {config['name']!r} lists runs twice: {duplicated[:5]}")
+        raise ValueError(f"study {study.name!r} lists runs twice: {duplicated[:5]}")
     order = generator(np.random.SeedSequence(seed, spawn_key=(ORDER_DOMAIN,))).permutation(len(runs))
-    return StudyGrid(name=str(config["name"]), seed=seed, worlds=worlds, runs=[runs[i] for i in order])
+    return StudyGrid(name=study.name, seed=seed, worlds=worlds, runs=[runs[i] for i in order])

@@ -53,8 +53,9 @@ def compose_study(study: str, model: str, overrides: Sequence[str] = ()) -> dict
     Raises
     ------
     ConfigError
-        When the study or model config does not exist (the message lists the available ones) or an
-        override does not apply.
+        When the study or model config does not exist (the message lists the available ones), an
+        override does not apply, or the study section fails its checks (an unknown key, with the
+        closest valid one; a wrong type; a value out of range: :mod:`planted.study_config`).
     """
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -63,12 +64,11 @@ def compose_study(study: str, model: str, overrides: Sequence[str] = ()) -> dict
     root = conf_dir()
     if study.endswith((".yaml", ".yml")) and Path(study).is_file():
         base = compose_study("smoke", model)
-        from omegaconf import OmegaConf
-
         merged = OmegaConf.merge(
             OmegaConf.create({"model": base["model"], "study": OmegaConf.load(study)}), OmegaConf.from_dotlist(list(overrides))
         )
-        return OmegaConf.to_container(merged, resolve=True)  # type: ignore[return-value]
+        composed: dict[str, Any] = OmegaConf.to_container(merged, resolve=True)  # type: ignore[assignment]
+        return _checked(composed, study)
     for group, name in (("study", study), ("model", model)):
         if not (root / group / f"{name}.yaml").is_file():
             available = sorted(p.stem for p in (root / group).glob("*.yaml"))
@@ -82,4 +82,13 @@ def compose_study(study: str, model: str, overrides: Sequence[str] = ()) -> dict
             cfg = compose(config_name="config", overrides=[f"study={study}", f"model={model}", *overrides])
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(f"could not compose study {study!r} with model {model!r}: {exc}") from None
-    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    composed = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    return _checked(composed, str(root / "study" / f"{study}.yaml"))
+
+
+def _checked(composed: dict[str, Any], source: str) -> dict[str, Any]:
+    """The composed configuration, once its study section passed :class:`~planted.study_config.StudyConfig`."""
+    from planted.study_config import StudyConfig
+
+    StudyConfig.from_dict(composed.get("study"), source)
+    return composed

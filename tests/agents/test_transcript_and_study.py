@@ -104,3 +104,39 @@ def test_the_smoke_study_publishes_its_secret_so_its_worlds_are_the_same_everywh
         study_secret(tmp_path / "b", "smoke", published=published)
     with pytest.raises(StudySecretError, match="32 hex digits"):
         parse_secret("abc", "smoke")
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda s: s.update(refit_evry=6), r"unknown key 'refit_evry' \(did you mean 'refit_every'\?\)"),
+    (lambda s: s["groups"][0].update(seedz=2), r"unknown key groups\[0\]\.'seedz' \(did you mean 'seeds'\?\)"),
+    (lambda s: s["groups"][0]["cells"].update(phii=0.9), r"unknown key groups\[0\]\.cells\[0\]\.'phii' \(did you mean 'phi'\?\)"),
+    (lambda s: s.update(budget=0), "budget must be at least 1, got 0"),
+    (lambda s: s.update(seed="x"), "seed must be a whole number, got 'x'"),
+    (lambda s: s["groups"][0].update(framings=["neutal"]), r"framings has 'neutal' \(did you mean 'neutral'\?\)"),
+    (lambda s: s.update(procedures=["hac_hol"]), r"procedures has 'hac_hol' \(did you mean 'hac_holm'\?\)"),
+])
+def test_misspelt_or_invalid_study_keys_fail_naming_the_key_and_the_file(tmp_path, edit, message):
+    import yaml
+
+    study = {"name": "typo", "seed": 1, "groups": [{"name": "g", "cells": {"family": "linear", "r2": 0.0, "phi": 0.95,
+                                                                         "rho": -0.8, "shocks": "gaussian"}, "seeds": 1}]}
+    edit(study)
+    path = tmp_path / "typo.yaml"
+    path.write_text(yaml.safe_dump(study))
+    with pytest.raises(ConfigError, match=message) as raised:
+        compose_study(str(path), "scripted")
+    assert str(raised.value).startswith(f"{path}: ") and "\n" not in str(raised.value)
+
+
+def test_a_misspelt_key_fails_on_the_command_line_with_one_line(tmp_path, capsys):
+    import yaml
+
+    from planted.cli import main
+
+    path = tmp_path / "typo.yaml"
+    path.write_text(yaml.safe_dump({"name": "typo", "seed": 1, "refit_evry": 6, "groups": [
+        {"name": "g", "cells": {"family": "reversal", "shocks": "gaussian"}, "seeds": 1}]}))
+    assert main(["run", "--study", str(path), "--out", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "refit_evry" in err and "refit_every" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "runs").exists()  # before any work
