@@ -11,7 +11,8 @@ Mechanism (a synthetic site-packages, no second installation to keep in step):
   directory (``LIBDIR``: the standard library and ``libpython``) are mounted read-only at their host
   paths; a virtual environment's prefix is never mounted;
 * every ``site-packages`` / ``dist-packages`` directory that any Python under ``/usr`` or the base
-  prefix would read is covered by an empty read-only tmpfs;
+  prefix would read, and the standard library's bundled pip wheel (``ensurepip/_bundled``), are
+  covered by an empty read-only tmpfs;
 * the distributions of :data:`PROMISED` and the transitive closure of their unconditional
   requirements (``importlib.metadata``; markers evaluated with no extra) are found where the host
   imports them from, and each top-level entry their ``RECORD`` lists (the package directory, a
@@ -65,7 +66,8 @@ class AgentEnvironment:
     site_dir : str
         The interpreter's own site-packages inside the sandbox, where the packages are mounted.
     hidden_site_dirs : tuple of str
-        Every site directory covered by an empty tmpfs (``site_dir`` first).
+        Every directory covered by an empty tmpfs (``site_dir`` first; the other site directories
+        and ``ensurepip/_bundled``).
     entries : tuple of (str, str)
         ``(host path, name)`` of each top-level entry mounted at ``site_dir/name``.
     packages : dict
@@ -172,6 +174,8 @@ def agent_environment(roots: tuple[str, ...] = PROMISED) -> AgentEnvironment:
     if not stdlib.startswith(library_dir.rstrip("/") + "/"):
         library_dir = os.path.dirname(stdlib)
     sites = _site_directories(sys.base_prefix)
+    bundled = os.path.join(stdlib, "ensurepip", "_bundled")  # pip's wheel: importable by hand otherwise
+    hidden = [*sites, bundled] if os.path.isdir(bundled) else sites
     dists = _closure(roots)
     entries: list[tuple[str, str]] = []
     for dist in dists:
@@ -184,7 +188,7 @@ def agent_environment(roots: tuple[str, ...] = PROMISED) -> AgentEnvironment:
         executable=executable,
         library_dir=library_dir,
         site_dir=sites[0],
-        hidden_site_dirs=tuple(sites),
+        hidden_site_dirs=tuple(hidden),
         entries=tuple(entries),
         packages={canonicalize_name(d.metadata["Name"]): d.version for d in dists},
         python=platform.python_version(),

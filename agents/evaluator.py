@@ -63,7 +63,7 @@ from planted.agents.sandbox import (
 )
 from planted.agents.tools import encodable
 from planted.agents.watchdog import TreeWatch
-from planted.agents.workspace_files import MODEL_FILE_CAP, WorkspaceFileError, read_workspace_file
+from planted.agents.workspace_files import MODEL_FILE_CAP, WorkspaceFileError, read_workspace_file, remove_tree
 from planted.baselines.forecasts import compare_forecasts, expanding_mean_forecasts
 
 HARNESS = Path(__file__).with_name("eval_harness.py")
@@ -193,10 +193,11 @@ class _Harness:
             reply = self._exchange(json.dumps(payload).encode() + b"\n", call_deadline, what)
         try:
             answer = json.loads(reply)
-            ok = answer["ok"]
-        except (ValueError, KeyError, TypeError):
-            raise _NotEvaluable(f"{what}: malformed reply (the model wrote to the protocol channel)") from None
-        if not ok:
+        except (ValueError, RecursionError):
+            answer = None
+        if not isinstance(answer, dict) or not isinstance(answer.get("ok"), bool):
+            raise _NotEvaluable(f"{what}: malformed reply (the model wrote to the protocol channel)")
+        if not answer["ok"]:
             raise _NotEvaluable(f"{what} raised {answer.get('error')}\n{answer.get('traceback', '')}".rstrip())
         return answer
 
@@ -319,7 +320,7 @@ def _forecast_loop(
         if k % refit_every == 0:
             harness.request({"op": "fit", **payload}, f"fit before target month {month}")
             payload = {}
-        value = harness.request({"op": "predict", **payload}, f"predict for target month {month}")["value"]
+        value = harness.request({"op": "predict", **payload}, f"predict for target month {month}").get("value")
         if not isinstance(value, float) or not math.isfinite(value):
             raise _NotEvaluable(f"predict for target month {month} returned a non-finite forecast ({value!r})")
         out[k] = value
@@ -456,4 +457,5 @@ def _run(
                 return str(failure)
             finally:
                 harness.close()
+                remove_tree(sandbox.workspace)  # whatever the model wrote there, however deep
     return None

@@ -43,6 +43,7 @@ from planted.agents.episode import EpisodeSettings, Evaluator, SandboxFactory, r
 from planted.agents.prompts import Prompts
 from planted.agents.study import StudyGrid, WorldUnit
 from planted.agents.transcript import EventLog, TranscriptError, read_events
+from planted.agents.workspace_files import remove_tree
 from planted.baselines.panel import panel_from_worlds
 from planted.baselines.procedures import economic_label, run_procedures
 from planted.hashing import canonical_json, sha256_bytes
@@ -230,7 +231,7 @@ def archive_attempt(run_dir: Path, out: Path) -> int | None:
     if pointer.is_file():
         workspace = out / "ws" / pointer.read_text().strip()
         if workspace.parent == out / "ws" and workspace.is_dir():
-            shutil.rmtree(workspace)
+            remove_tree(workspace)  # the agent's tree: however deep, no link followed
     attempts = run_dir / ATTEMPTS_DIR
     attempts.mkdir(exist_ok=True)
     number = 1 + max((int(p.name) for p in attempts.iterdir() if p.name.isdigit()), default=0)
@@ -392,30 +393,4 @@ def collect_runs(out: Path, grid: StudyGrid, baselines: pd.DataFrame) -> pd.Data
     return runs
 
 
-def world_type(row: pd.Series) -> str:
-    """Readable world type of a run row: ``linear R2=1%``, ``momentum_null``, ``injected HML R2=4%``."""
-    if row["family"] == "linear":
-        return f"linear R2={row['r2']:.2%}".replace(".00%", "%")
-    if row["family"] == "injected":
-        return f"injected {row['factor']} R2={row['r2']:.0%}"
-    return str(row["family"])
-
-
-def summary_table(runs: pd.DataFrame, procedures: list[str]) -> pd.DataFrame:
-    """Claim rates by world type with Wilson 95% intervals, the agent next to the baselines."""
-    from planted.baselines.rates import wilson_interval
-
-    ok = runs[runs["status"] == "ok"].copy()
-    ok["world type"] = ok.apply(world_type, axis=1)
-    table = []
-    for kind, group in ok.groupby("world type", sort=True):
-        row = {"world type": kind, "runs": len(group)}
-        for label, column in [("agent", "claim")] + [(p, f"baseline_{p}") for p in procedures]:
-            values = group[column].astype(bool).to_numpy()
-            low, high = wilson_interval(int(values.sum()), values.size)
-            row[label] = f"{values.mean():.0%} [{low:.0%}, {high:.0%}]"
-        table.append(row)
-    return pd.DataFrame(table)
-
-
-__all__ = ["GridContext", "StudyConfigMismatch", "collect_runs", "run_grid", "summary_table"]
+__all__ = ["GridContext", "StudyConfigMismatch", "collect_runs", "run_grid"]

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from planted.agents.evaluator import evaluate
-from planted.agents.grid import GridContext, StudyConfigMismatch, config_hash, run_grid, summary_table
+from planted.agents.grid import GridContext, StudyConfigMismatch, config_hash, run_grid
 from planted.agents.prompts import load_prompts
 from planted.agents.registry import make_backend
 from planted.agents.sandbox import BwrapSandbox, SandboxLimits, UnsafeLocalSandbox
@@ -58,17 +58,17 @@ class PreparedRun:
         """Run (or resume) the grid; return the summary table and where the files are."""
         if not self.runnable:
             raise RuntimeError("a dry-run plan cannot be executed: prepare the run without dry_run")
+        from planted.analysis.tables import claim_rates_by_world  # the summary is Table D.1 on the runs logged
+
         runs = run_grid(self.context, self.grid, limit=limit, redo_infra_errors=redo_infra_errors)
         procedures = list(self.context.study.procedures)
         shown = [p for p in ("hac_holm", "combination", "oracle") if p in procedures]
         lines = [f"study {self.grid.name} ({self.context.analysis_label}): {len(runs)} of {len(self.grid.runs)} runs logged"]
         if not runs.empty:
             errors = int((runs["status"] == "infra_error").sum())
-            lines.append(
-                "claim rates by world type (share of runs with verdict 'beats', Wilson 95% intervals), "
-                "agent next to baselines at 5%:"
-            )
-            lines.append(summary_table(runs, shown).to_string(index=False))
+            table = claim_rates_by_world(runs, shown)
+            lines.append(f"{table.title} (the agent next to {', '.join(shown)}):")
+            lines.append(table.formatted().to_string(index=False))
             if errors:
                 lines.append(f"{errors} runs failed for infrastructure reasons on every attempt (not agent outcomes; "
                              "their result.json says why); fix the cause, then rerun with --redo-infra-errors")

@@ -40,11 +40,14 @@ or hide one:
   ``2_000_000_000 + crc32(workspace path) % 10^9``; the workspace directory is chowned to it.
 * ``output_bytes``: stdout and stderr are read incrementally; once their combined size passes the
   cap, the rest is dropped and the process tree is killed (nothing is buffered beyond the cap).
-* ``disk_bytes``: total bytes under the workspace (``max(length, allocated)`` per file, sampled
-  while the code runs and measured again after it): a tree that passes it is killed, and the files
-  the call created or changed are removed (by change time, which the code cannot set), so the
-  workspace is back under the cap for the next call.
-* ``file_bytes``: ``RLIMIT_FSIZE`` per file; reported when a workspace file reached the cap.
+* ``disk_bytes`` and ``files``: total bytes (``max(length, allocated)`` per file, plus unlinked files
+  held open on the workspace's file system) and entries under the workspace, nested at most 64
+  deep, walked by descriptor without following links while the code runs and again after it: a
+  tree that passes a cap is killed, and what the call wrote (by change time, which the code cannot
+  set) is removed, so the workspace is back under its caps for the next call.
+* ``file_bytes``: ``RLIMIT_FSIZE`` per file; reported when a file the call wrote, or held open,
+  reached the cap.
+* ``open_files``: ``RLIMIT_NOFILE`` per process (bounds what the host's scan of open files costs).
 * ``tmp_bytes``: the size of each of the tmpfs ``/tmp`` and ``/dev/shm`` (the kernel refuses writes
   beyond it).
 
@@ -77,7 +80,8 @@ from typing import Any, Callable, Literal, Protocol, Sequence
 
 from planted.agents.agent_env import FORBIDDEN_MODULES, AgentEnvironment, agent_environment
 from planted.agents.seccomp import seccomp_program
-from planted.agents.watchdog import TreeWatch, disk_usage
+from planted.agents.watchdog import TreeWatch
+from planted.agents.workspace_files import disk_usage, remove_changed_since
 
 LimitHit = Literal["wall_time", "cpu_time", "memory", "processes", "output", "file_size", "disk"]
 """Which limit stopped a run (each confirmed by the host)."""
@@ -153,7 +157,11 @@ class SandboxLimits:
     file_bytes : int
         Largest file the code may write (``RLIMIT_FSIZE``).
     disk_bytes : int
-        Total bytes under the workspace.
+        Total bytes under the workspace (with the unlinked files held open on its file system).
+    files : int
+        Files, directories and links under the workspace (directories may nest at most 64 deep).
+    open_files : int
+        Open file descriptors per process (``RLIMIT_NOFILE``).
     tmp_bytes : int
         Size of each of the private tmpfs ``/tmp`` and ``/dev/shm``.
     threads : int
@@ -167,12 +175,14 @@ class SandboxLimits:
     output_bytes: int = 64 * KIB
     file_bytes: int = 1 * GIB
     disk_bytes: int = 2 * GIB
+    files: int = 20_000
+    open_files: int = 512
     tmp_bytes: int = 512 * MIB
     threads: int = 1
 
     def __post_init__(self) -> None:
         for name in ("cpu_seconds", "wall_seconds", "memory_bytes", "processes", "output_bytes", "file_bytes",
-                     "disk_bytes", "tmp_bytes"):
+                     "disk_bytes", "files", "open_files", "tmp_bytes"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"SandboxLimits.{name} must be positive, got {getattr(self, name)!r}")
         if self.threads < 1:
@@ -209,8 +219,9 @@ def _limit_message(hit: LimitHit, limits: SandboxLimits) -> str:
         "combined); the rest was discarded and the run was killed. Print summaries, not whole tables, or "
         "write large results to a file under /workspace.",
         "file_size": f"A file reached the limit of {_size(limits.file_bytes)} per file; writing more failed.",
-        "disk": f"The files under /workspace passed the limit of {_size(limits.disk_bytes)} in total; the run "
-        "was killed and the files it created or changed were removed.",
+        "disk": f"The workspace passed its limits ({_size(limits.disk_bytes)} in total, {limits.files} files and "
+        "directories, nested at most 64 deep; unlinked files still held open count too); the run was killed and "
+        "what it wrote was removed.",
     }
     return messages[hit]
 
@@ -236,7 +247,8 @@ class RunResult:
     limits : SandboxLimits
         The limits the run was held to.
     removed : tuple of str
-        Workspace files removed after a disk-limit hit (paths relative to ``/workspace``).
+        Workspace entries removed after a disk-limit hit (paths relative to ``/workspace``, each
+        written as a JSON string).
     """
 
     stdout: str
@@ -329,6 +341,7 @@ def _rlimits(prlimit: str, limits: SandboxLimits, *, processes: bool) -> list[st
         f"--cpu={limits.cpu_seconds}:{limits.cpu_seconds + 1}",
         f"--as={2 * limits.memory_bytes}",
         f"--fsize={limits.file_bytes}",
+        f"--nofile={limits.open_files}",
         "--core=0",
     ]
     if processes:
@@ -446,22 +459,30 @@ def _drain(selector: selectors.BaseSelector, grace: float) -> None:
                 selector.unregister(key.fd)
 
 
+def cpu_slack(limit: float) -> float:
+    """How far below the CPU limit a process may last have been sampled and still count as having hit it.
+
+    The larger of 0.25 s and 2% of the limit: the sampling thread can lag by a tenth of a second on
+    a loaded machine. A process that stops on its own within the slack is reported as a hit; one
+    killed at the limit while the sampler lagged by more is not (its exit status still says SIGXCPU).
+    """
+    return max(0.25, 0.02 * limit)
+
+
 def _classify(outcome: _Outcome, limits: SandboxLimits, largest_written: int) -> LimitHit | None:
     """The limit that stopped a run, from the host's measurements only.
 
     In order: the limits the host stopped the run for (wall time, output, memory, disk), except that
     a tree seen at its process limit is reported as ``processes`` (a fork bomb also floods the
-    output and runs out the clock); CPU time (the code's process died of SIGXCPU or of the SIGKILL
-    one second after it, and the host saw one process of the tree use at least the limit, less the
-    sampling slack of 10% of the limit or 0.2 s, whichever is more); a workspace file at the file-size
-    cap among the files the call wrote (``largest_written``).
+    output and runs out the clock); CPU time (the host saw a process of the tree, whichever, use the
+    limit, less the sampling slack of :func:`cpu_slack`: the kernel stops a process there); a
+    file at the file-size cap among those the call wrote or held open (``largest_written``).
     """
     if outcome.saturated:
         return "processes"
     if outcome.killed_for is not None:
         return outcome.killed_for
-    died_of_cpu = outcome.exit_code in (128 + signal.SIGXCPU, 128 + signal.SIGKILL)
-    if died_of_cpu and outcome.cpu_seconds >= limits.cpu_seconds - max(0.2, 0.1 * limits.cpu_seconds):
+    if outcome.cpu_seconds >= limits.cpu_seconds - cpu_slack(limits.cpu_seconds):
         return "cpu_time"
     if largest_written >= limits.file_bytes:
         return "file_size"
@@ -496,35 +517,6 @@ def stage_file(directory: Path, name: str, text: str | bytes) -> Path:
     return path
 
 
-def remove_changed_since(root: Path, since_ns: int) -> list[str]:
-    """Remove every non-directory entry below ``root`` whose change time is at or after ``since_ns``.
-
-    Links are removed, never followed. Returns the removed paths relative to ``root``, sorted.
-    """
-    removed: list[str] = []
-    pending = [root]
-    while pending:
-        directory = pending.pop()
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if stat.S_ISDIR(info.st_mode):
-                pending.append(Path(entry.path))
-            elif info.st_ctime_ns >= since_ns:
-                try:
-                    os.unlink(entry.path)
-                except OSError:
-                    continue
-                removed.append(str(Path(entry.path).relative_to(root)))
-    return sorted(removed)
-
-
 class _Spawner(Protocol):
     @property
     def limits(self) -> SandboxLimits: ...
@@ -544,7 +536,7 @@ def watch_tree(sandbox: _Spawner, proc: subprocess.Popen) -> TreeWatch:
     """The host-side watch of the process tree of ``proc`` and the sandbox's workspace."""
     limits = sandbox.limits
     return TreeWatch(proc.pid, memory_bytes=limits.memory_bytes, processes=limits.processes,
-                     workspace=sandbox.workspace, disk_bytes=limits.disk_bytes)
+                     workspace=sandbox.workspace, disk_bytes=limits.disk_bytes, files=limits.files)
 
 
 def _run_python(sandbox: _Spawner, code: str) -> RunResult:
@@ -556,12 +548,15 @@ def _run_python(sandbox: _Spawner, code: str) -> RunResult:
         started = time.monotonic()
         proc = sandbox.spawn(["-I", "-B", "-u", "-X", "utf8", "-c", _RUNNER, script], files_dir,
                              stdin=subprocess.DEVNULL)
-        outcome = _collect(proc, sandbox.limits, started, watch_tree(sandbox, proc), sandbox.tasks)
+        watch = watch_tree(sandbox, proc)
+        outcome = _collect(proc, sandbox.limits, started, watch, sandbox.tasks)
+    limits = sandbox.limits
     usage = disk_usage(sandbox.workspace, changed_since_ns=since)
-    hit = _classify(outcome, sandbox.limits, usage.largest_changed)
+    hit = _classify(outcome, limits, max(usage.largest_changed, watch.largest_open_file))
+    over = usage.bytes > limits.disk_bytes or usage.entries > limits.files or usage.too_deep
     removed: tuple[str, ...] = ()
-    if hit == "disk" or usage.bytes > sandbox.limits.disk_bytes:
-        hit = "disk" if hit in (None, "file_size") else hit
+    if hit == "disk" or over:
+        hit = "disk" if hit in (None, "file_size", "cpu_time") else hit
         removed = tuple(remove_changed_since(sandbox.workspace, since))
     return RunResult(
         stdout=outcome.stdout.decode("utf-8", errors="replace"),
@@ -570,7 +565,7 @@ def _run_python(sandbox: _Spawner, code: str) -> RunResult:
         limit_hit=hit,
         wall_seconds=outcome.wall_seconds,
         truncated=outcome.truncated,
-        limits=sandbox.limits,
+        limits=limits,
         removed=removed,
     )
 

@@ -1,23 +1,27 @@
-"""Host-side totals of one sandboxed call: memory and processes of the whole tree, bytes in the workspace.
+"""Host-side totals of one sandboxed call: memory and processes of the whole tree, what the workspace holds.
 
 Per-process limits (``RLIMIT_AS``, ``RLIMIT_NPROC``, ``RLIMIT_FSIZE``) do not bound a tree: six
 children of 400 MiB each pass a 512 MiB address-space limit, and four 1 GiB files pass a 1 GiB
 file limit. :class:`TreeWatch` measures the totals **on the host**, from ``/proc`` and the
-workspace directory, in a thread that samples while the call runs, and kills the process group
-the moment a total passes its cap. What it reports is what the host measured, never what the
-sandboxed code said, so a limit hit cannot be forged from inside.
+workspace directory, in two threads that sample while the call runs (one for the processes, one
+for the workspace, so that a slow walk of a crowded workspace never delays the memory samples),
+and kills the process group the moment a total passes its cap. What it reports is what the host
+measured, never what the sandboxed code said, so a limit hit cannot be forged from inside.
 
 Conventions:
 
-* memory: resident set size (``VmRSS``) summed over every process descending from the sandbox's
-  first process (pages shared between processes are counted once per process: conservative).
-  Sampled every ``interval`` seconds, so a tree may pass the cap by what it allocates in one
-  interval before it is killed.
+* memory: resident set size summed over every process descending from the sandbox's first
+  process (pages shared between processes are counted once per process: conservative), plus the
+  size of every unlinked regular file held open by a process of the tree outside the workspace's
+  file system (``memfd_create``, a deleted ``/tmp`` file): memory no RSS shows. Sampled every
+  ``interval`` seconds, so a tree may pass the cap by what it allocates in one interval before it
+  is killed.
 * processes: tasks (threads included, as ``RLIMIT_NPROC`` counts them) of the same tree; the
   highest count seen is kept (see :attr:`TreeWatch.saturated`).
-* CPU: the largest CPU time (user + system) of one process of the tree, as last sampled.
-* disk: for every file under the workspace (symbolic links are not followed, nothing is opened),
-  the larger of its length and its allocated blocks, summed, and the number of entries.
+* CPU: the largest CPU time (user + system) any process of the tree was seen to have used.
+* workspace: :func:`planted.agents.workspace_files.disk_usage` (bytes, entries, nesting), plus the
+  unlinked files held open on the workspace's file system; walked every ``disk_interval`` seconds.
+* the largest regular file any process of the tree holds open (for the file-size limit).
 """
 
 from __future__ import annotations
@@ -26,53 +30,12 @@ import os
 import signal
 import stat
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-Breach = Literal["memory", "disk", "processes"]
+from planted.agents.workspace_files import disk_usage
 
-
-@dataclass(frozen=True)
-class DiskUsage:
-    """Bytes and entries under a directory, and the largest file changed since a given time."""
-
-    bytes: int
-    entries: int
-    largest_changed: int
-
-
-def disk_usage(root: Path, stop_after: int | None = None, changed_since_ns: int = 0) -> DiskUsage:
-    """Sum of ``max(st_size, 512 * st_blocks)`` over every entry below ``root`` (links not followed).
-
-    ``stop_after`` ends the walk early once that many bytes are counted (a breach is already certain);
-    ``largest_changed`` is the length of the largest regular file whose change time is at or after
-    ``changed_since_ns``.
-    """
-    total = entries = largest = 0
-    pending = [str(root)]
-    while pending:
-        try:
-            iterator = os.scandir(pending.pop())
-        except OSError:
-            continue
-        with iterator:
-            for entry in iterator:
-                try:
-                    info = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                entries += 1
-                size = max(info.st_size, 512 * info.st_blocks)
-                total += size
-                if stat.S_ISDIR(info.st_mode):
-                    pending.append(entry.path)
-                elif stat.S_ISREG(info.st_mode) and info.st_ctime_ns >= changed_since_ns:
-                    largest = max(largest, info.st_size)
-                if stop_after is not None and total > stop_after:
-                    return DiskUsage(total, entries, largest)
-    return DiskUsage(total, entries, largest)
-
+Breach = Literal["memory", "disk"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -100,25 +63,40 @@ def _process_table() -> dict[int, tuple[int, int, int, float]]:
     return table
 
 
-def tree_totals(root_pid: int) -> tuple[int, int, float]:
-    """(tasks, resident bytes, largest CPU seconds of one process) of ``root_pid`` and its descendants."""
-    table = _process_table()
+def tree_pids(root_pid: int, table: dict[int, tuple[int, int, int, float]]) -> list[int]:
+    """``root_pid`` and all its descendants in ``table``."""
     children: dict[int, list[int]] = {}
-    for pid, (ppid, _, _, _) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    tasks = rss = 0
-    cpu = 0.0
-    pending = [root_pid]
+    for pid, row in table.items():
+        children.setdefault(row[0], []).append(pid)
+    found, pending = [], [root_pid]
     while pending:
         pid = pending.pop()
-        if pid not in table:
+        if pid in table:
+            found.append(pid)
+            pending += children.get(pid, [])
+    return found
+
+
+def held_files(pids: list[int]) -> dict[tuple[int, int], tuple[int, int]]:
+    """``{(device, inode): (bytes, nlink)}`` of the regular files the processes hold open.
+
+    Bytes are ``max(st_size, 512 * st_blocks)``. Read from ``/proc/<pid>/fd`` (as root, or as the
+    processes' owner); descriptors that close meanwhile are skipped.
+    """
+    held: dict[tuple[int, int], tuple[int, int]] = {}
+    for pid in pids:
+        try:
+            names = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
             continue
-        _, threads, resident, used = table[pid]
-        tasks += threads
-        rss += resident
-        cpu = max(cpu, used)
-        pending += children.get(pid, [])
-    return tasks, rss, cpu
+        for name in names:
+            try:
+                info = os.stat(f"/proc/{pid}/fd/{name}")
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                held[(info.st_dev, info.st_ino)] = (max(info.st_size, 512 * info.st_blocks), info.st_nlink)
+    return held
 
 
 class TreeWatch:
@@ -129,35 +107,44 @@ class TreeWatch:
     pid : int
         The sandbox's first process (bwrap), leader of its own process group.
     memory_bytes : int
-        Cap on the tree's summed resident memory.
+        Cap on the tree's memory (see the module conventions).
     processes : int
         The sandboxed user's task limit (``RLIMIT_NPROC``). The tree also holds bubblewrap's two
         processes, which the limit does not count, so a tree of ``processes`` tasks or more has
         come within two of it: that counts as reaching it.
     workspace : Path or None
-        Directory whose total bytes are capped by ``disk_bytes`` (None: no disk cap).
-    disk_bytes : int
-    interval : float
-        Seconds between memory samples; the workspace is walked every ``disk_every`` samples.
+        Directory whose contents are capped (None: no workspace caps).
+    disk_bytes, files : int
+        Caps on the workspace's bytes (with the unlinked files held open on its file system) and entries.
+    interval, disk_interval : float
+        Seconds between process samples and between workspace walks.
     """
 
     def __init__(
-        self, pid: int, *, memory_bytes: int, processes: int, workspace: Path | None, disk_bytes: int,
-        interval: float = 0.01, disk_every: int = 5,
+        self, pid: int, *, memory_bytes: int, processes: int, workspace: Path | None, disk_bytes: int, files: int,
+        interval: float = 0.01, disk_interval: float = 0.05,
     ) -> None:
         self.pid = pid
         self.memory_bytes, self.processes = memory_bytes, processes
-        self.workspace, self.disk_bytes = workspace, disk_bytes
-        self.interval, self.disk_every = interval, disk_every
+        self.workspace, self.disk_bytes, self.files = workspace, disk_bytes, files
+        self.interval, self.disk_interval = interval, disk_interval
         self.breach: Breach | None = None
+        self.breach_detail = ""
         self.peak_memory = 0
         self.peak_tasks = 0
         self.peak_process_cpu = 0.0
+        self.largest_open_file = 0
+        self.held_disk = 0
+        self._device = os.stat(workspace).st_dev if workspace is not None else None
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name=f"treewatch-{pid}", daemon=True)
+        self._lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._watch_processes, name=f"treewatch-{pid}", daemon=True)]
+        if workspace is not None:
+            self._threads.append(threading.Thread(target=self._watch_workspace, name=f"diskwatch-{pid}", daemon=True))
 
     def __enter__(self) -> "TreeWatch":
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -166,34 +153,55 @@ class TreeWatch:
     def stop(self) -> None:
         """Stop sampling (idempotent); the measurements stay."""
         self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join()
 
     @property
     def saturated(self) -> bool:
         """Whether the tree was seen at its process limit."""
         return self.peak_tasks >= self.processes
 
-    def _watch(self) -> None:
-        samples = 0
+    def _kill(self, breach: Breach, detail: str) -> None:
+        with self._lock:
+            if self.breach is None:
+                self.breach, self.breach_detail = breach, detail
+        self._stop.set()
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _watch_processes(self) -> None:
         while not self._stop.is_set():
-            tasks, rss, cpu = tree_totals(self.pid)
+            table = _process_table()
+            pids = tree_pids(self.pid, table)
+            tasks = sum(table[p][1] for p in pids)
+            rss = sum(table[p][2] for p in pids)
             self.peak_tasks = max(self.peak_tasks, tasks)
-            self.peak_process_cpu = max(self.peak_process_cpu, cpu)
-            self.peak_memory = max(self.peak_memory, rss)
-            breach: Breach | None = None
-            if rss > self.memory_bytes:
-                breach = "memory"
-            elif self.workspace is not None and samples % self.disk_every == 0:
-                if disk_usage(self.workspace, stop_after=self.disk_bytes).bytes > self.disk_bytes:
-                    breach = "disk"
-            if breach is not None:
-                self.breach = breach
-                try:
-                    os.killpg(self.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            self.peak_process_cpu = max([self.peak_process_cpu, *(table[p][3] for p in pids)])
+            held = held_files(pids)
+            hidden_memory = sum(size for (device, _), (size, links) in held.items() if links == 0 and device != self._device)
+            self.held_disk = sum(size for (device, _), (size, links) in held.items() if links == 0 and device == self._device)
+            if held:
+                self.largest_open_file = max(self.largest_open_file, max(size for size, _ in held.values()))
+            self.peak_memory = max(self.peak_memory, rss + hidden_memory)
+            if rss + hidden_memory > self.memory_bytes:
+                self._kill("memory", f"{rss + hidden_memory} bytes")
                 return
-            samples += 1
             self._stop.wait(self.interval)
 
+    def _watch_workspace(self) -> None:
+        assert self.workspace is not None
+        while not self._stop.is_set():
+            usage = disk_usage(self.workspace, stop_after_bytes=self.disk_bytes, stop_after_entries=self.files)
+            if usage.bytes + self.held_disk > self.disk_bytes:
+                self._kill("disk", f"{usage.bytes + self.held_disk} bytes")
+                return
+            if usage.entries > self.files:
+                self._kill("disk", f"more than {self.files} files and directories")
+                return
+            if usage.too_deep:
+                self._kill("disk", "directories nested too deeply")
+                return
+            self._stop.wait(self.disk_interval)

@@ -1,4 +1,5 @@
-"""Reading a file the agent controls, on the host, without following anything the agent made.
+"""The host's access to what the agent controls: reading, counting and removing workspace files
+without following anything the agent made.
 
 The agent decides what stands at every path of its workspace: a regular file, a symbolic link to
 a host file (``/etc/shadow``, ``/proc/self/mem``), a FIFO that blocks whoever opens it, a device,
@@ -6,6 +7,10 @@ or a file of gigabytes. :func:`read_workspace_file` opens the name relative to a
 directory with ``O_NOFOLLOW | O_NONBLOCK`` (a link is refused whatever it points to, so the answer
 is the same for existing and missing targets; opening a FIFO does not block), checks on that one
 descriptor that it is a regular file no larger than the cap, and reads it from that descriptor.
+:func:`disk_usage`, :func:`remove_changed_since` and :func:`remove_tree` walk a workspace by
+directory descriptors with ``O_NOFOLLOW``, iteratively, so that links, races that swap a directory
+for a link, and trees deeper than ``PATH_MAX`` or the interpreter's recursion limit neither mislead
+nor crash the host.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 MODEL_FILE_CAP = 1024 * 1024
@@ -76,4 +82,234 @@ def read_workspace_file(directory: Path, name: str, cap: int) -> bytes:
         os.close(fd)
 
 
-__all__ = ["MODEL_FILE_CAP", "WorkspaceFileError", "read_workspace_file"]
+
+
+MAX_DEPTH = 64
+"""Deepest directory nesting the host walks in a workspace; deeper is a disk-limit breach."""
+
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@dataclass(frozen=True)
+class DiskUsage:
+    """What a workspace holds, as the host counted it.
+
+    Attributes
+    ----------
+    bytes : int
+        Sum over entries of ``max(st_size, 512 * st_blocks)``.
+    entries : int
+        Files, directories, links and other entries.
+    largest_changed : int
+        Length of the largest regular file changed at or after the walk's ``changed_since_ns``.
+    too_deep : bool
+        Whether directories are nested deeper than :data:`MAX_DEPTH` (their contents are not counted).
+    """
+
+    bytes: int
+    entries: int
+    largest_changed: int
+    too_deep: bool
+
+
+def _open_child(parent: int, name: str) -> int | None:
+    """A descriptor of the directory ``name`` in ``parent``; None if it is not one (or was swapped for a link)."""
+    try:
+        return os.open(name, _DIRECTORY_FLAGS, dir_fd=parent)
+    except OSError:
+        return None
+
+
+def disk_usage(root: Path, *, changed_since_ns: int = 0, stop_after_bytes: int | None = None,
+               stop_after_entries: int | None = None) -> DiskUsage:
+    """Count what lies under ``root`` without following anything the agent made.
+
+    Every directory is opened relative to its parent's descriptor with ``O_NOFOLLOW`` (a directory
+    swapped for a link while the walk runs is skipped, never followed), entries are ``lstat``-ed
+    relative to that descriptor, and no path string grows with the depth (a tree deeper than
+    ``PATH_MAX`` is walked like any other, down to :data:`MAX_DEPTH`). The walk is iterative and
+    holds at most :data:`MAX_DEPTH` descriptors. It ends early once ``stop_after_bytes`` or
+    ``stop_after_entries`` is passed (a breach is then certain).
+    """
+    total = entries = largest = 0
+    too_deep = False
+    try:
+        top = os.open(root, _DIRECTORY_FLAGS)  # the workspace itself: a directory the host made
+    except OSError:
+        return DiskUsage(0, 0, 0, False)
+    stack: list[tuple[int, list[str]]] = []
+
+    def visit(fd: int) -> list[str]:
+        nonlocal total, entries, largest
+        children = []
+        with os.scandir(fd) as iterator:
+            for entry in iterator:
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                entries += 1
+                total += max(info.st_size, 512 * info.st_blocks)
+                if stat.S_ISDIR(info.st_mode):
+                    children.append(entry.name)
+                elif stat.S_ISREG(info.st_mode) and info.st_ctime_ns >= changed_since_ns:
+                    largest = max(largest, info.st_size)
+        return children
+
+    def over() -> bool:
+        return (stop_after_bytes is not None and total > stop_after_bytes) or (
+            stop_after_entries is not None and entries > stop_after_entries)
+
+    try:
+        stack.append((top, visit(top)))
+        while stack and not over():
+            fd, pending = stack[-1]
+            if not pending:
+                os.close(fd)
+                stack.pop()
+                continue
+            child = _open_child(fd, pending.pop())
+            if child is None:
+                continue
+            if len(stack) >= MAX_DEPTH:
+                too_deep = True
+                os.close(child)
+                continue
+            try:
+                stack.append((child, visit(child)))
+            except OSError:
+                os.close(child)
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+    return DiskUsage(total, entries, largest, too_deep)
+
+
+def _flatten(root_fd: int, depth_limit: int) -> None:
+    """Move every directory deeper than ``depth_limit`` up to ``root_fd`` under a fresh name.
+
+    Afterwards no directory is nested deeper than ``depth_limit + 1``; renames stay inside one file
+    system and follow no links. Used only when no sandboxed process is alive.
+    """
+    counter = 0
+    stack: list[tuple[int, list[str]]] = [(os.dup(root_fd), [])]
+    try:
+        with os.scandir(root_fd) as iterator:
+            stack[0][1].extend(e.name for e in iterator if e.is_dir(follow_symlinks=False))
+        while stack:
+            fd, pending = stack[-1]
+            if not pending:
+                os.close(fd)
+                stack.pop()
+                continue
+            name = pending.pop()
+            if len(stack) >= depth_limit:
+                while True:
+                    counter += 1
+                    target = f".planted-flattened-{counter}"
+                    try:
+                        os.rename(name, target, src_dir_fd=fd, dst_dir_fd=root_fd)
+                        break
+                    except FileExistsError:
+                        continue
+                    except OSError:
+                        break
+                stack[0][1].append(target)
+                continue
+            child = _open_child(fd, name)
+            if child is None:
+                continue
+            with os.scandir(child) as iterator:
+                names = [e.name for e in iterator if e.is_dir(follow_symlinks=False)]
+            stack.append((child, names))
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove ``path`` and everything below it, however deep, following no links.
+
+    ``shutil.rmtree`` recurses (a tree of a few thousand levels raises ``RecursionError``);
+    here the tree is first flattened (:func:`_flatten`) so that the removal's depth is bounded.
+    Used for workspaces, only when no sandboxed process is alive.
+    """
+    import shutil
+
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(info.st_mode):
+        os.unlink(path)
+        return
+    fd = os.open(path, _DIRECTORY_FLAGS)
+    try:
+        _flatten(fd, depth_limit=MAX_DEPTH)
+    finally:
+        os.close(fd)
+    shutil.rmtree(path)
+
+
+def remove_changed_since(root: Path, since_ns: int) -> list[str]:
+    """Remove what a call wrote: every non-directory entry below ``root`` changed at or after ``since_ns``,
+    then every directory left empty by that whose modification time is at or after ``since_ns``.
+
+    Nothing is followed; the tree is first flattened (:func:`_flatten`), the walk holds one
+    descriptor per level and builds no long paths. (A directory that existed before and held only
+    new files is removed too: the kernel does not record when a directory was created.) Returns the
+    removed entries relative to ``root``, each written as a JSON string (a name holding a newline or
+    undecodable bytes is shown escaped, never as a line of its own), sorted.
+    """
+    import json
+
+    removed: list[str] = []
+    top = os.open(root, _DIRECTORY_FLAGS)
+    _flatten(top, depth_limit=MAX_DEPTH)
+    # (descriptor, its name in the parent, the parent's descriptor, shown path, subdirectories to visit)
+    stack: list[tuple[int, str, int, str, list[str] | None]] = [(top, "", -1, "", None)]
+    try:
+        while stack:
+            fd, name, parent, shown, pending = stack[-1]
+            if pending is None:  # first visit: remove new files, list subdirectories
+                pending = []
+                with os.scandir(fd) as iterator:
+                    entries = [(e.name, e.stat(follow_symlinks=False)) for e in iterator]
+                for child, info in entries:
+                    if stat.S_ISDIR(info.st_mode):
+                        pending.append(child)
+                    elif info.st_ctime_ns >= since_ns:
+                        try:
+                            os.unlink(child, dir_fd=fd)
+                        except OSError:
+                            continue
+                        removed.append(json.dumps(os.fsdecode(f"{shown}{child}"), ensure_ascii=True))
+                stack[-1] = (fd, name, parent, shown, pending)
+            if pending:
+                child = pending.pop()
+                child_fd = _open_child(fd, child)
+                if child_fd is not None:
+                    stack.append((child_fd, child, fd, f"{shown}{child}/", None))
+                continue
+            stack.pop()
+            if parent == -1:
+                continue
+            info = os.fstat(fd)
+            empty = not os.listdir(fd)
+            os.close(fd)
+            if empty and info.st_mtime_ns >= since_ns:
+                try:
+                    os.rmdir(name, dir_fd=parent)
+                except OSError:
+                    continue
+                removed.append(json.dumps(os.fsdecode(shown), ensure_ascii=True))
+    finally:
+        for fd, *_ in stack:
+            if fd != top:
+                os.close(fd)
+        os.close(top)
+    return sorted(removed)
+
+
+__all__ = ["MAX_DEPTH", "MODEL_FILE_CAP", "DiskUsage", "WorkspaceFileError", "disk_usage", "read_workspace_file",
+           "remove_changed_since", "remove_tree"]

@@ -315,7 +315,7 @@ def test_limits_are_host_confirmed_and_reported(hostile_grid):
     by_name = dict(zip([name for name, _ in HOSTILE_CALLS], _observations(backend.sessions[0])[1:]))
     assert "LIMIT HIT" not in by_name["forge"] and "killed by signal 9" in by_name["forge"]
     assert "LIMIT HIT (memory)" in by_name["memory"]
-    assert "LIMIT HIT (disk)" in by_name["disk"] and "removed: bomb0.bin" in by_name["disk"]
+    assert "LIMIT HIT (disk)" in by_name["disk"] and 'removed: "bomb0.bin"' in by_name["disk"]
     assert "bomb" not in by_name["after_disk"].split("stdout:")[1]  # the workspace is back under its cap
     assert "unshare -1 1" in by_name["userns"] and "cmd 0" not in by_name["userns"]  # EPERM, no namespace
     assert "\u2028" in by_name["text"]

@@ -297,3 +297,41 @@ def test_contract_errors_are_the_callers(tmp_path: Path, small: Frames) -> None:
         evaluate(model, train, test.drop(columns="x8"))
     with pytest.raises(ValueError, match="refit_every"):
         evaluate(model, train, test, refit_every=0)
+
+
+FORGE = """\
+import fcntl, os, time
+
+
+def _channel():
+    for fd in range(3, 64):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:") and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_WRONLY:
+                return fd
+        except OSError:
+            pass
+
+
+def fit(train):
+    {fit}
+    return None
+
+
+def predict(state, history):
+    {predict}
+    return 0.0
+"""
+
+
+@pytest.mark.parametrize(("fit", "predict"), [
+    ("os.write(_channel(), b'[' * 200000 + b'\\n')", "pass"),            # JSON nested beyond the recursion limit
+    ("pass", "os.write(_channel(), b'{\"ok\": true}\\n'); time.sleep(2)"),  # a reply without a value
+    ("os.write(_channel(), b'[1, 2]\\n')", "pass"),                      # not an object
+])
+def test_forged_replies_on_the_protocol_channel_make_the_model_not_evaluable(tmp_path, small, fit, predict):
+    model = tmp_path / "final_model.py"
+    model.write_text(FORGE.replace("{fit}", fit).replace("{predict}", predict))
+    train, test = small
+    result = evaluate(model, train, test, limits=FAST)
+    assert not result.evaluable and ("malformed reply" in result.error or "extra reply" in result.error
+                                      or "non-finite" in result.error), result.error

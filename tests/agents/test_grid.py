@@ -65,7 +65,7 @@ def test_scripted_agent_matches_the_hac_holm_baseline_and_a_rerun_does_nothing(s
     assert len(runs) == 5 and runs["run_id"].is_unique and (runs["status"] == "ok").all()
     assert (runs["claim"] == runs["baseline_hac_holm"]).all()
     assert runs["sandboxed"].all() and runs["evaluable"].all()
-    assert "claim rates by world type" in text and "hac_holm" in text
+    assert "Table D.1" in text and "neutral runs (first replicate)" in text and "HAC-Holm" in text
     for run_dir in (out / "tiny" / "runs").iterdir():  # the agent sees its workspace path: it must be neutral
         workspace = json.loads((run_dir / RESULT_FILE).read_text())["workspace"]
         assert workspace.startswith("ws/") and "r2" not in workspace and "neutral" not in workspace
@@ -161,3 +161,16 @@ def test_a_fatal_backend_error_stops_the_grid_and_keeps_finished_runs(study_file
     _prepare(study_file, tmp_path / "runs").execute()
     runs = pd.read_parquet(tmp_path / "runs" / "tiny" / "runs.parquet")
     assert len(runs) == 5 and runs["run_id"].is_unique and (runs["status"] == "ok").all()
+
+
+def test_the_run_summary_is_table_d1_on_the_same_sample(study_file, completed, tmp_path):
+    """The summary `planted run` prints is Table D.1 of the report, neutral first replicates only."""
+    from planted.analysis.tables import claim_rates_by_world
+
+    out, text = completed
+    runs = pd.read_parquet(out / "tiny" / "runs.parquet")
+    table = claim_rates_by_world(runs, ["hac_holm", "combination", "oracle"])
+    assert table.formatted().to_string(index=False) in text
+    extra = runs.iloc[[0]].assign(framing="optimistic", claim=not bool(runs.iloc[0]["claim"]))
+    assert claim_rates_by_world(pd.concat([runs, extra]), ["hac_holm"]).data.equals(
+        claim_rates_by_world(runs, ["hac_holm"]).data)  # a run under another framing does not enter the sample
