@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planted._typing import BoolArray, Float64Array, Int64Array
-from planted.baselines import _lasso_kernels
+from planted.baselines import _lasso_kernels  # type: ignore[attr-defined]  # compiled, no stub
 
 __all__ = ["LassoFits", "lasso_alpha_grid", "lasso_fits", "lasso_forecasts", "lasso_gram"]
 

@@ -112,7 +112,8 @@ def panel_from_worlds(worlds: Sequence[World]) -> Panel:
     visible = np.transpose(data[:, :, 2:], (0, 2, 1))
     names = [f"x{j}" for j in range(1, 9)]
     planted = np.array([names.index(w.planted_column) if w.planted_column else -1 for w in worlds])
-    regime_signal = np.stack([w.truth.signal for w in worlds]) if worlds[0].spec.family == "regime" else None
+    regime_signal = (np.stack([np.asarray(w.truth.signal) for w in worlds])
+                     if worlds[0].spec.family == "regime" else None)
     spec = worlds[0].spec
     r2s = {w.spec.r2 for w in worlds}
     seeds = [

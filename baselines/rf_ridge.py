@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from planted._typing import Float64Array, Int64Array
-from planted.baselines import _rf_kernels
+from planted.baselines import _rf_kernels  # type: ignore[attr-defined]  # compiled, no stub
 
 __all__ = ["expanding_std", "rf_ridge_forecasts"]
 

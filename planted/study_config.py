@@ -104,7 +104,7 @@ class StudyConfig:
     sandbox: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], source: str) -> "StudyConfig":
+    def from_dict(cls, data: Any, source: str) -> "StudyConfig":
         """Check a composed study section (``source`` names its file in every message).
 
         Raises

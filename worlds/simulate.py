@@ -180,9 +180,16 @@ def _assemble(seeds, returns, planted, planted_phi, keep, n_train, **extra) -> R
     )
 
 
+def _shock_kind(spec: S.WorldSpec) -> str:
+    """The spec's shocks (``bootstrap`` or ``gaussian``); every simulated family has one (WorldSpec checks it)."""
+    if spec.shocks is None:
+        raise ValueError(f"{spec.family} worlds need shocks='bootstrap' or 'gaussian'")
+    return spec.shocks
+
+
 def _linear(spec: S.WorldSpec, seeds, pool: ShockPool, *, r2: float, phi: float, rho: float) -> RawBatch:
     length = S.BURN_IN + S.N_TRAIN + S.N_TEST
-    shocks, ids = _draw_shocks(seeds, length, spec.shocks, pool)
+    shocks, ids = _draw_shocks(seeds, length, _shock_kind(spec), pool)
     x_start, x_normals = _draw_planted(seeds, length)
     beta = np.sqrt(r2) * S.SIGMA
     shock_sd = S.SIGMA * np.sqrt(1.0 - r2)
@@ -213,7 +220,7 @@ def _momentum_null(spec: S.WorldSpec, seeds, pool: ShockPool) -> RawBatch:
                 "this happens for about 1 seed in 1,000 (see docs/conventions.md): use another seed",
                 failed=pending,
             )
-        attempts = range(first_attempt, min(first_attempt + MOMENTUM_ATTEMPTS_PER_ROUND, rule["max_tries"]))
+        attempts = range(first_attempt, min(first_attempt + MOMENTUM_ATTEMPTS_PER_ROUND, int(rule["max_tries"])))
         draws = np.empty((len(pending), len(attempts), length))
         draw_ids = np.zeros(draws.shape, dtype=np.int64)  # pool indices (bootstrap shocks only)
         for p, world in enumerate(pending):
@@ -226,7 +233,7 @@ def _momentum_null(spec: S.WorldSpec, seeds, pool: ShockPool) -> RawBatch:
                     draws[p, a] = pool.values[draw_ids[p, a]]
         flat = S.MU + garch11_returns(draws.reshape(-1, length), omega, rule["arch"], rule["garch"])
         paths = flat.reshape(draws.shape)
-        t_stats = momentum_t(paths[..., S.BURN_IN : S.BURN_IN + S.N_TRAIN], rule["hac_lags"])
+        t_stats = momentum_t(paths[..., S.BURN_IN : S.BURN_IN + S.N_TRAIN], int(rule["hac_lags"]))
         still = []
         for p, world in enumerate(pending):
             hits = np.flatnonzero(t_stats[p] > rule["threshold_t"])
@@ -261,7 +268,7 @@ def _reversal(spec: S.WorldSpec, seeds, pool: ShockPool) -> RawBatch:
 
     length = S.BURN_IN + S.N_TRAIN + S.N_TEST
     cal = calibrate_reversal(S.REVERSAL_R2, S.SIGMA)
-    shocks, ids = _draw_shocks(seeds, length, spec.shocks, pool)
+    shocks, ids = _draw_shocks(seeds, length, _shock_kind(spec), pool)
     ar = np.concatenate([[1.0], np.full(12, cal.b / 12.0)])
     returns = S.MU + lfilter([1.0], ar, cal.shock_sd * shocks, axis=-1)
     params = {"b": cal.b, "shock_sd": cal.shock_sd, "r2": S.REVERSAL_R2, "window": 12}
@@ -273,7 +280,7 @@ def _regime(spec: S.WorldSpec, seeds, pool: ShockPool) -> RawBatch:
     length = S.BURN_IN + S.N_TRAIN + S.N_TEST
     cfg = S.REGIME
     cal = calibrate_regime(cfg["r2"], S.SIGMA, cfg["vol_ratio"])
-    shocks, ids = _draw_shocks(seeds, length, spec.shocks, pool)
+    shocks, ids = _draw_shocks(seeds, length, _shock_kind(spec), pool)
     x_start, x_normals = _draw_planted(seeds, length)
     x = stationary_unit_ar1(x_start, x_normals, cfg["phi"], overwrite=True)
     first = np.empty(len(seeds))
@@ -312,8 +319,11 @@ def _injected(spec: S.WorldSpec, seeds, factor: FactorSeries) -> RawBatch:
     length = n_months + 1
     shocks = np.broadcast_to(np.concatenate([[0.0], resid]), (len(seeds), length))
     x_start, x_normals = _draw_planted(seeds, length)
-    beta = np.sqrt(spec.r2) * sd
-    shock_sd = sd * np.sqrt(1.0 - spec.r2)
+    if spec.r2 is None:
+        raise ValueError("injected worlds need r2")
+    r2 = float(spec.r2)
+    beta = np.sqrt(r2) * sd
+    shock_sd = sd * np.sqrt(1.0 - r2)
     returns, x = planted_predictive(
         shocks, x_start, x_normals, beta=beta, phi=cfg["phi"], rho=cfg["rho"], mean=mean, shock_sd=shock_sd
     )
@@ -344,6 +354,8 @@ def simulate_raw(
     """
     family = spec.family
     if family == "linear":
+        if spec.r2 is None or spec.phi is None or spec.rho is None:
+            raise ValueError("linear worlds need r2, phi and rho")
         batch = _linear(spec, seeds, pool, r2=spec.r2, phi=spec.phi, rho=spec.rho)
     elif family == "persistent_null":
         batch = _linear(spec, seeds, pool, **S.PERSISTENT_NULL)

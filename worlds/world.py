@@ -215,6 +215,8 @@ def resolve_factor(spec: WorldSpec, factor_file: str | Path | None) -> FactorSer
         return None
     if spec.factor == "HML" and factor_file is None:
         return embedded_hml()
+    if spec.factor is None:
+        raise ValueError("injected worlds need factor='HML' or 'RMW'")
     return ff5_factor(spec.factor, factor_file)
 
 
