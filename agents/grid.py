@@ -137,7 +137,7 @@ def materialise_worlds(ctx: GridContext, grid: StudyGrid) -> dict[str, World]:
     """Build every world of the grid and write its files (reusing files whose hash matches)."""
     worlds: dict[str, World] = {}
     for unit in tqdm(grid.worlds.values(), desc="worlds", disable=not ctx.progress):
-        world = build(unit.spec, unit.seed, factor_file=ctx.factor_file)
+        world = build(unit.spec, unit.seed, pool=ctx.study.pool_choice.load(ctx.factor_file), factor_file=ctx.factor_file)
         directory = ctx.out / "worlds" / unit.world_id
         try:
             recorded = read_meta(directory)["content_sha256"]

@@ -50,9 +50,15 @@ class PreparedRun:
             f"model {self.context.config['model'].get('model_id')} ({self.context.config['model'].get('backend')}), "
             f"concurrency {self.context.concurrency}, sandboxed={self.context.sandboxed}, {self.context.analysis_label}",
             f"output: {self.context.out}",
+            self.pool_line(),
         ]
         lines.append(cost_estimate(self.context.out, pending, self.context.config["model"]))
         return "\n".join(lines)
+
+    def pool_line(self) -> str:
+        """The study's shock pool, as every output states it."""
+        pool = self.context.study.pool_choice.load(self.context.factor_file)
+        return f"shock pool: {pool.source}, {pool.size} residuals (sha256 {pool.sha256[:12]})"
 
     def execute(self, limit: int | None = None, redo_infra_errors: bool = False) -> str:
         """Run (or resume) the grid; return the summary table and where the files are."""
@@ -63,7 +69,8 @@ class PreparedRun:
         runs = run_grid(self.context, self.grid, limit=limit, redo_infra_errors=redo_infra_errors)
         procedures = list(self.context.study.procedures)
         shown = [p for p in ("hac_holm", "combination", "oracle") if p in procedures]
-        lines = [f"study {self.grid.name} ({self.context.analysis_label}): {len(runs)} of {len(self.grid.runs)} runs logged"]
+        lines = [f"study {self.grid.name} ({self.context.analysis_label}): {len(runs)} of {len(self.grid.runs)} runs logged",
+                 self.pool_line()]
         if not runs.empty:
             errors = int((runs["status"] == "infra_error").sum())
             table = claim_rates_by_world(runs, shown)
@@ -166,6 +173,7 @@ def prepare_run(
     sandbox_class = UnsafeLocalSandbox if unsafe_no_sandbox else BwrapSandbox
     with tempfile.TemporaryDirectory() as probe:
         sandbox_class(Path(probe) / "workspace", None, sandbox_limits)  # fails now, not mid-grid
+    settings.pool_choice.load(factor_file)  # a 5-factor pool without --path fails now, before any work
     name = settings.name
     target = Path(out) / name
     manifest = target / "study.json"

@@ -65,6 +65,8 @@ class StudyInfo:
     labels: tuple[str, ...]
     designs: tuple[str, ...]
     transcripts: int
+    pool: str = "embedded"
+    """The study's shock pool (``embedded``, or ``ff5`` with its end month; studies before the choice: embedded)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -335,8 +337,14 @@ def read_study(directory: str | Path, *, code: bool = True) -> tuple[pd.DataFram
         n_runs=len(runs), n_errors=int((runs["status"] != "ok").sum()),
         labels=tuple(sorted(str(v) for v in pd.unique(runs["analysis_label"].dropna()))),
         designs=tuple(sorted(pd.unique(runs["design"]))), transcripts=transcripts,
+        pool=pool_label((config.get("study") or {}).get("pool"), (config.get("study") or {}).get("pool_end")),
     )
     return runs, baselines, worlds, info
+
+
+def pool_label(source: str | None, end: str | None) -> str:
+    """How a report names a shock pool: ``embedded`` (the default), ``ff5``, ``ff5 through 2026-08``."""
+    return f"{source or 'embedded'}" + (f" through {end}" if end else "")
 
 
 def _stack(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
@@ -418,9 +426,12 @@ def load_mc(directories: Sequence[str | Path]) -> pd.DataFrame:
             raise StudyDataError(f"{directory} holds no {MC_FILE}; pass the --out directory of `planted mc`")
         table = pd.read_parquet(path)
         table = table[table["procedure"] != "<build-error>"]
-        frames.append(table.assign(mc_source=str(directory)))
+        recorded = Path(directory) / "simulation.json"
+        pool = json.loads(recorded.read_text())["config"].get("pool", {}) if recorded.is_file() else {}
+        frames.append(table.assign(mc_source=str(directory), mc_pool=pool_label(pool.get("source"), pool.get("end"))))
     if not frames:
         return pd.DataFrame(columns=["family", "r2", "phi", "rho", "shocks", "procedure", "kind", "decision_p"])
     table = pd.concat(frames, ignore_index=True)
     keys = [k for k in ("cell", "seed", "world", "procedure") if k in table.columns]
-    return table.drop_duplicates(keys).reset_index(drop=True) if len(keys) == 4 else table
+    # the same world simulated twice is counted once; the same seed under another shock pool is another world
+    return table.drop_duplicates([*keys, "mc_pool"]).reset_index(drop=True) if len(keys) == 4 else table

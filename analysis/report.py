@@ -180,11 +180,12 @@ def _has_framing(runs: pd.DataFrame) -> bool:
 def _mc_summary(mc: pd.DataFrame) -> list[str]:
     if mc.empty:
         return []
-    lines = ["| Source | Family | Shocks | R2 levels (%) | Worlds per level | Procedures |", "|---|---|---|---|---|---|"]
-    for (source, family, shocks), g in mc.groupby(["mc_source", "family", "shocks"], dropna=False):
+    lines = ["| Source | Shock pool | Family | Shocks | R2 levels (%) | Worlds per level | Procedures |",
+             "|---|---|---|---|---|---|---|"]
+    for (source, pool, family, shocks), g in mc.groupby(["mc_source", "mc_pool", "family", "shocks"], dropna=False):
         levels = sorted(pd.to_numeric(g["r2"]).dropna().unique())
         per = g.groupby(pd.to_numeric(g["r2"]))["world"].nunique() * g.groupby(pd.to_numeric(g["r2"]))["cell"].nunique()
-        lines.append(f"| {source} | {family} | {shocks} | {', '.join(f'{100 * v:g}' for v in levels)} | "
+        lines.append(f"| {source} | {pool} | {family} | {shocks} | {', '.join(f'{100 * v:g}' for v in levels)} | "
                      f"{int(per.min()) if len(per) else 0} | {', '.join(sorted(pd.unique(g['procedure'])))} |")
     return lines
 
@@ -194,11 +195,15 @@ def _index(out: Path, data: StudyData, mc: pd.DataFrame, outputs: list[Output], 
     lines = ["# planted report", "",
              "Every table and figure that the logged runs support, regenerated from the logs without model calls by "
              "`planted.analysis.report.write_report`. Rates are shares of worlds with Wilson 95% intervals.", "",
-             "## Inputs", "", "| Study | Directory | Models | Runs | Errors | Designs | Label | Transcripts |",
-             "|---|---|---|---|---|---|---|---|"]
+             "## Inputs", "", "| Study | Directory | Models | Runs | Errors | Designs | Shock pool | Label | Transcripts |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for s in data.studies:
         lines.append(f"| {s.name} | {s.path} | {', '.join(s.models)} | {s.n_runs} | {s.n_errors} | {', '.join(s.designs)} | "
-                     f"{', '.join(s.labels) or 'unlabelled'} | {s.transcripts} |")
+                     f"{s.pool} | {', '.join(s.labels) or 'unlabelled'} | {s.transcripts} |")
+    pools = {s.pool for s in data.studies} | (set(pd.unique(mc["mc_pool"])) if "mc_pool" in mc.columns else set())
+    if len(pools) > 1:
+        lines += ["", f"Warning: the studies and simulations use different shock pools ({', '.join(sorted(pools))}); "
+                      "simulated baselines are comparable with agent worlds of the same pool only."]
     lines += [""] + (_mc_summary(mc) or ["No Monte Carlo simulation given (`--mc`)."])
     lines += ["", f"Models, in order (the first is the reference of C1 and C2): {', '.join(models)}.",
               f"Local models (Table 4's separate family): {', '.join(local_models) or 'none'}.",

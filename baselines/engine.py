@@ -30,7 +30,7 @@ import planted
 from planted.baselines.panel import panel_from_batch
 from planted.baselines.procedures import KINDS, PROCEDURES, economic_label, run_procedures
 from planted.seeding import describe, substream
-from planted.worlds import WorldBuildError, WorldSpec, build_batch
+from planted.worlds import PoolChoice, WorldBuildError, WorldSpec, build_batch
 
 SIMULATION_DOMAIN = 1
 """First spawn-key element of simulated (Monte Carlo) worlds; agent worlds use 0."""
@@ -74,7 +74,10 @@ class SimulationConfig:
     backend : str
         ``loky`` (default), ``threading``, ``dask`` or ``ray``.
     factor_file : str, optional
-        Fama-French 5-factor CSV for injected RMW cells.
+        Fama-French 5-factor CSV for injected RMW cells (and for the ``ff5`` shock pool).
+    pool : PoolChoice
+        The bootstrap worlds' shock pool (default: the embedded HML pool); it should be the agent
+        worlds' pool, so that simulated baselines are comparable (``planted mc --pool``).
     """
 
     cells: list[WorldSpec]
@@ -85,6 +88,7 @@ class SimulationConfig:
     n_jobs: int = 1
     backend: str = "loky"
     factor_file: str | None = None
+    pool: PoolChoice = field(default_factory=PoolChoice)
     chunks: list[Chunk] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -108,7 +112,7 @@ class SimulationConfig:
             "procedures": sorted(self.procedures),
             "chunk_size": self.chunk_size,
             "factor_file": self.factor_file,
-        }
+        } | ({} if self.pool.is_default else {"pool": self.pool.to_dict()})  # default: as recorded before pools were chosen
 
 
 def run_chunk(chunk: Chunk, config: SimulationConfig) -> pd.DataFrame:
@@ -122,7 +126,7 @@ def run_chunk(chunk: Chunk, config: SimulationConfig) -> pd.DataFrame:
     failures: list[tuple[int, str]] = []
     while True:
         try:
-            batch = build_batch(chunk.spec, seeds, factor_file=config.factor_file)
+            batch = build_batch(chunk.spec, seeds, pool=config.pool.load(config.factor_file), factor_file=config.factor_file)
             break
         except WorldBuildError as exc:
             for position in sorted(exc.failed, reverse=True):

@@ -40,10 +40,16 @@ def _add_world_spec_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shocks", choices=("bootstrap", "gaussian"), help="return shocks (default bootstrap)")
     parser.add_argument("--factor", choices=("HML", "RMW"), help="real factor of an injected world")
     parser.add_argument("--path", type=Path, help="Fama-French 5-factor CSV (needed for RMW; see `planted data fetch`)")
+    _add_pool_arguments(parser)
+
+
+def _add_pool_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pool", choices=("embedded", "ff5"), default="embedded",
-        help="shock pool source: embedded linearmodels HML (default) or HML of the 5-factor file",
+        help="shock pool of bootstrap worlds: embedded linearmodels HML 1963-07..2017-03 (default) or HML of the "
+             "5-factor file given by --path (the paper's)",
     )
+    parser.add_argument("--pool-end", help="last month of the pool, YYYY-MM (2026-08: the paper's vintage)")
 
 
 def _spec_from_args(args: argparse.Namespace):
@@ -57,13 +63,17 @@ def _spec_from_args(args: argparse.Namespace):
     return WorldSpec(family=args.family, **fields)
 
 
-def _pool_from_args(args: argparse.Namespace):
-    from planted.worlds import default_pool, pool_from_factor
-    from planted.worlds.data import ff5_factor, EMBEDDED_START
+def _pool_choice(args: argparse.Namespace):
+    from planted.worlds import PoolChoice, WorldSpecError
 
-    if args.pool == "embedded":
-        return default_pool()
-    return pool_from_factor(ff5_factor("HML", args.path).since(EMBEDDED_START))
+    try:
+        return PoolChoice(args.pool, args.pool_end)
+    except ValueError as exc:
+        raise WorldSpecError(f"{exc}; pass --pool-end as YYYY-MM") from None
+
+
+def _pool_from_args(args: argparse.Namespace):
+    return _pool_choice(args).load(args.path)
 
 
 def cmd_world_build(args: argparse.Namespace) -> int:
@@ -119,7 +129,7 @@ def _floats(text: str) -> list[float]:
 def cmd_mc(args: argparse.Namespace) -> int:
     from planted.baselines.engine import SimulationConfig, simulate
     from planted.baselines.summary import rate_table, summarise
-    from planted.worlds import WorldSpec
+    from planted.worlds import WorldSpec, repeated_value_share
 
     shocks = None if args.family == "injected" else args.shocks
     if args.family == "linear":
@@ -134,8 +144,11 @@ def cmd_mc(args: argparse.Namespace) -> int:
     config = SimulationConfig(
         cells=cells, worlds_per_cell=args.worlds_per_cell, procedures=args.procedures.split(","),
         seed=args.seed, chunk_size=args.chunk_size, n_jobs=args.n_jobs, backend=args.backend,
-        factor_file=str(args.path) if args.path else None,
+        factor_file=str(args.path) if args.path else None, pool=_pool_choice(args),
     )
+    pool = config.pool.load(config.factor_file)
+    repeated = repeated_value_share(pool)
+    pool_facts = {"source": pool.source, "residuals": pool.size, "sha256": pool.sha256, "repeated_value_share": repeated}
     if args.backend == "dask":
         from distributed import Client
 
@@ -150,8 +163,11 @@ def cmd_mc(args: argparse.Namespace) -> int:
     table = simulate(config, args.out, progress=not args.json)
     summary = summarise(table, args.alpha, args.match_null_rate)
     if args.json:
-        print(json.dumps({k: summary[k] for k in summary if k != "intervals"} | {"intervals": summary["intervals"]}))
+        print(json.dumps({k: summary[k] for k in summary if k != "intervals"} | {"intervals": summary["intervals"],
+                                                                                  "pool": pool_facts}))
     else:
+        print(f"shock pool: {pool.source}, {pool.size} residuals (sha256 {pool.sha256[:12]}); median share of a null "
+              f"world's returns repeating an earlier one: {repeated:.1%}")
         print(f"claim rates at alpha = {args.alpha:g} (Wilson 95% intervals), worlds per level: {summary['n_worlds']}")
         print(rate_table(table, args.alpha).to_string())
         if args.out:
@@ -300,7 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("--phi", type=_floats, default=[0.5, 0.95], help="comma-separated persistences (linear)")
     mc.add_argument("--rho", type=_floats, default=[0.0, -0.8], help="comma-separated correlations (linear)")
     mc.add_argument("--factor", default="HML", choices=("HML", "RMW"))
-    mc.add_argument("--path", type=Path, help="5-factor CSV (injected RMW)")
+    mc.add_argument("--path", type=Path, help="5-factor CSV (injected RMW worlds, and the ff5 shock pool)")
+    _add_pool_arguments(mc)
     mc.add_argument("--worlds-per-cell", type=int, default=1000)
     mc.add_argument("--procedures", default="oracle,combination,combination_ct,holm_best,best9,hac_holm,ivx_holm")
     mc.add_argument("--seed", type=int, default=1)

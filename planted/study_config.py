@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 from planted.config import ConfigError
+from planted.worlds.pool import PoolChoice
 
 FRAMINGS = ("neutral", "optimistic", "skeptical")
 """The briefs' framings (conf/prompts.yaml)."""
@@ -92,6 +93,12 @@ class StudyConfig:
         A published study secret (32 hex digits) for demonstrations; real studies leave it out.
     sandbox : dict
         Overrides of :class:`planted.agents.sandbox.SandboxLimits` (checked when the run is prepared).
+    pool : str, default ``"embedded"``
+        The bootstrap worlds' shock pool (:class:`planted.worlds.PoolChoice`): ``embedded``
+        (linearmodels HML 1963-07..2017-03, 644 residuals) or ``ff5`` (HML of the 5-factor file
+        given by ``--path``; the paper's choice).
+    pool_end : str or None
+        Last month of the pool (``"YYYY-MM"``; ``2026-08`` is the paper's vintage).
     """
 
     name: str
@@ -102,6 +109,13 @@ class StudyConfig:
     procedures: tuple[str, ...] = ()
     secret: str | None = None
     sandbox: dict[str, Any] = field(default_factory=dict)
+    pool: str = "embedded"
+    pool_end: str | None = None
+
+    @property
+    def pool_choice(self) -> PoolChoice:
+        """The shock pool as a :class:`planted.worlds.PoolChoice`."""
+        return PoolChoice(self.pool, self.pool_end)
 
     @classmethod
     def from_dict(cls, data: Any, source: str) -> "StudyConfig":
@@ -132,7 +146,18 @@ class StudyConfig:
             procedures=_names(list(data.get("procedures") or []), "procedures", source, tuple(PROCEDURES)),
             secret=None if data.get("secret") is None else str(data["secret"]),
             sandbox=dict(data.get("sandbox") or {}),
+            **_pool(data, source),
         )
+
+
+def _pool(data: Mapping[str, Any], source: str) -> dict[str, Any]:
+    chosen = {"pool": str(data.get("pool", "embedded")),
+              "pool_end": None if data.get("pool_end") is None else str(data["pool_end"])}
+    try:
+        PoolChoice(chosen["pool"], chosen["pool_end"])
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    return chosen
 
 
 def _group(data: Any, index: int, source: str) -> GroupConfig:

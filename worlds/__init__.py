@@ -10,7 +10,7 @@ for the Monte Carlo engine. This package imports no other planted subpackage.
 
 from planted.worlds.data import FactorDataError
 from planted.worlds.files import WorldFileError, read_meta, read_test, read_visible, write_world
-from planted.worlds.pool import ShockPool, default_pool, pool_from_factor
+from planted.worlds.pool import PoolChoice, ShockPool, default_pool, pool_from_factor, repeated_value_share
 from planted.worlds.spec import WorldBuildError, WorldSpec, WorldSpecError, linear_cells
 from planted.worlds.world import World, WorldBatch, WorldTruth, build, build_batch
 
@@ -27,6 +27,8 @@ __all__ = [
     "build",
     "build_batch",
     "default_pool",
+    "PoolChoice",
+    "repeated_value_share",
     "linear_cells",
     "pool_from_factor",
     "read_meta",

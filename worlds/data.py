@@ -69,6 +69,11 @@ class FactorSeries:
         keep = self.months >= pd.Period(start, freq="M")
         return FactorSeries(self.name, self.months[keep], self.returns[keep], self.source, self.sha256)
 
+    def until(self, end: str) -> "FactorSeries":
+        """Return the series restricted to months up to and including ``end`` (``"YYYY-MM"``)."""
+        keep = self.months <= pd.Period(end, freq="M")
+        return FactorSeries(self.name, self.months[keep], self.returns[keep], self.source, self.sha256)
+
 
 def user_data_dir() -> Path:
     """Directory for downloaded data: ``$PLANTED_DATA_DIR``, else ``$XDG_DATA_HOME/planted``,

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from planted.hashing import sha256_array
-from planted.worlds.data import FactorSeries, embedded_hml
+from planted.worlds.data import EMBEDDED_START, FactorSeries, embedded_hml
 
 
 def exact_ols(y: np.ndarray, regressors: np.ndarray) -> np.ndarray:
@@ -136,3 +138,86 @@ def pool_from_factor(series: FactorSeries) -> ShockPool:
 def default_pool() -> ShockPool:
     """The embedded default pool: HML from linearmodels, 1963-07 .. 2017-03 (644 shocks)."""
     return pool_from_factor(embedded_hml())
+
+
+POOL_SOURCES = ("embedded", "ff5")
+"""Where a study's shock pool comes from: the embedded linearmodels HML series, or HML of a 5-factor file."""
+
+
+@dataclass(frozen=True)
+class PoolChoice:
+    """The shock pool of a study or a simulation (a study-level choice, recorded in its manifest).
+
+    Attributes
+    ----------
+    source : {"embedded", "ff5"}
+        ``embedded``: HML from ``linearmodels.datasets.french``, 1963-07 .. 2017-03 (644 residuals;
+        the default). ``ff5``: the HML column of a Fama-French 5-factor file, from 1963-07 (the
+        paper's pool: 758 residuals through 2026-08).
+    end : str or None
+        Last month used (``"YYYY-MM"``): ``ff5`` with ``end="2026-08"`` reproduces the paper's vintage
+        from a later file.
+    """
+
+    source: str = "embedded"
+    end: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.source not in POOL_SOURCES:
+            raise ValueError(f"unknown shock pool {self.source!r}; choose from {', '.join(POOL_SOURCES)}")
+        if self.end is not None and not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", self.end):
+            raise ValueError(f"pool end {self.end!r} is not a month written YYYY-MM")
+
+    @property
+    def is_default(self) -> bool:
+        """Whether this is the embedded pool over its whole span."""
+        return self.source == "embedded" and self.end is None
+
+    def load(self, factor_file: str | Path | None) -> ShockPool:
+        """The pool (``factor_file`` is the 5-factor CSV, needed for ``ff5``).
+
+        Raises
+        ------
+        FactorDataError
+            ``ff5`` without a file (the message says to pass ``--path``).
+        """
+        return _load_pool(self.source, self.end, None if factor_file is None else str(factor_file))
+
+    def to_dict(self) -> dict[str, str | None]:
+        """JSON-ready form (stored in configurations and manifests)."""
+        return {"source": self.source, "end": self.end}
+
+
+@functools.lru_cache(maxsize=8)
+def _load_pool(source: str, end: str | None, factor_file: str | None) -> ShockPool:
+    from planted.worlds.data import FactorDataError, ff5_factor
+
+    if source == "embedded":
+        series = embedded_hml()
+    else:
+        if factor_file is None:
+            raise FactorDataError(
+                "the shock pool is HML of a Fama-French 5-factor file: pass --path F-F_Research_Data_5_Factors_2x3.csv "
+                "(`planted data fetch` downloads it)"
+            )
+        series = ff5_factor("HML", factor_file).since(EMBEDDED_START)
+    return pool_from_factor(series.until(end) if end else series)
+
+
+def repeated_value_share(pool: ShockPool, *, worlds: int = 200, seed: int = 0) -> float:
+    """Median share of a null world's 1,060 visible returns that repeat an earlier return of that world.
+
+    Linear R2 = 0 bootstrap worlds (whose returns are the mean plus scaled pool shocks) built from
+    ``pool`` with seeds ``SeedSequence(seed, spawn_key=(3, j))``: the finite pool's repeated-value
+    artifact (the paper's section 5.1: 46% with its 758-residual pool).
+    """
+    from planted.worlds.spec import WorldSpec
+    from planted.worlds.world import build_batch
+
+    seeds = [np.random.SeedSequence(seed, spawn_key=(3, j)) for j in range(worlds)]
+    batch = build_batch(WorldSpec(family="linear", r2=0.0, phi=0.95, rho=-0.8, shocks="bootstrap"), seeds, pool=pool)
+    shares = []
+    for returns in batch.returns:
+        _, first = np.unique(returns, return_index=True)
+        shares.append(1.0 - first.size / returns.size)
+    return float(np.median(shares))

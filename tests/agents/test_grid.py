@@ -174,3 +174,27 @@ def test_the_run_summary_is_table_d1_on_the_same_sample(study_file, completed, t
     extra = runs.iloc[[0]].assign(framing="optimistic", claim=not bool(runs.iloc[0]["claim"]))
     assert claim_rates_by_world(pd.concat([runs, extra]), ["hac_holm"]).data.equals(
         claim_rates_by_world(runs, ["hac_holm"]).data)  # a run under another framing does not enter the sample
+
+
+def test_the_shock_pool_is_a_study_choice(study_file, tmp_path, ff5_file, capsys):
+    """pool: ff5 builds the worlds from the 5-factor file's HML (checked by the pool hash in each world's
+    metadata); without --path the run fails in one line before any work; every output names the pool."""
+    import yaml
+
+    from planted.cli import main
+    from planted.worlds import PoolChoice
+
+    study = yaml.safe_load(study_file.read_text()) | {"pool": "ff5", "pool_end": "2020-12"}
+    path = tmp_path / "pooled.yaml"
+    path.write_text(yaml.safe_dump(study))
+    assert main(["run", "--study", str(path), "--out", str(tmp_path / "none"), "--quiet"]) == 2
+    assert "pass --path" in capsys.readouterr().err and not (tmp_path / "none").exists()
+    prepared = prepare_run(study=str(path), model="scripted", out=tmp_path / "runs", progress=False, factor_file=ff5_file)
+    expected = PoolChoice("ff5", "2020-12").load(ff5_file)
+    assert "shock pool: HML 1963-07..2020-12" in prepared.plan()
+    text = prepared.execute(limit=1)
+    assert f"{expected.size} residuals" in text
+    metas = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "tiny" / "worlds").glob("*/sealed/meta.json")]
+    bootstrap = [m for m in metas if m["spec"]["shocks"] == "bootstrap"]
+    assert bootstrap and all(m["params"]["pool_sha256"] == expected.sha256 for m in bootstrap)
+    assert all(m["params"]["pool_size"] == expected.size for m in bootstrap)

@@ -81,3 +81,26 @@ def test_a_dask_cluster_through_joblib_gives_the_same_table():
     with distributed.Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None):
         on_dask = simulate(_config(backend="dask", n_jobs=2), progress=False)
     pd.testing.assert_frame_equal(simulate(_config(), progress=False), on_dask)
+
+
+def test_the_shock_pool_of_a_simulation_is_recorded_and_stated(tmp_path, ff5_file, capsys):
+    from planted.analysis.loading import load_mc
+    from planted.worlds import PoolChoice
+
+    cell = [WorldSpec(family="linear", r2=0.0, phi=0.95, rho=-0.8, shocks="bootstrap")]
+    default = SimulationConfig(cells=cell, worlds_per_cell=20, procedures=["hac_holm"], seed=3)
+    assert "pool" not in default.fingerprint()  # directories written before the choice existed stay valid
+    chosen = SimulationConfig(cells=cell, worlds_per_cell=20, procedures=["hac_holm"], seed=3,
+                              factor_file=str(ff5_file), pool=PoolChoice("ff5", "2000-12"))
+    a = simulate(default, tmp_path / "embedded", progress=False)
+    b = simulate(chosen, tmp_path / "ff5", progress=False)
+    assert json.loads((tmp_path / "ff5" / "simulation.json").read_text())["config"]["pool"] == {"source": "ff5", "end": "2000-12"}
+    assert not a["decision_p"].equals(b["decision_p"])  # other shocks, other worlds
+    mc = load_mc([tmp_path / "embedded", tmp_path / "ff5"])
+    assert set(mc["mc_pool"]) == {"embedded", "ff5 through 2000-12"}
+    assert main(["mc", "--family", "linear", "--shocks", "bootstrap", "--r2", "0", "--phi", "0.95", "--rho", "-0.8",
+                 "--worlds-per-cell", "20", "--procedures", "hac_holm", "--seed", "3", "--pool", "ff5",
+                 "--pool-end", "2000-12", "--path", str(ff5_file), "--out", str(tmp_path / "ff5"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["pool"]["residuals"] == PoolChoice("ff5", "2000-12").load(ff5_file).size
+    assert 0 < out["pool"]["repeated_value_share"] < 1
