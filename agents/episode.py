@@ -22,14 +22,13 @@ from planted.agents.protocol import MODEL_FILE, EpisodeProtocol, PythonRunner
 from planted.agents.tools import TOOL_SCHEMAS, ToolResult
 from planted.agents.transcript import EventLog
 from planted.hashing import sha256_file
+from planted.study_layout import EVALUATION_FILE, TRANSCRIPT_FILE
 
 MAX_TURNS = 120
 """Safety bound on model turns; the tool budget (40) normally ends an episode long before."""
 MAX_NUDGES = 3
 """Turns without a tool call tolerated (each answered with the prompts' nudge) before giving up."""
 
-EVALUATION_FILE = "evaluation.csv"
-"""Per-month forecasts of the submitted model on the test window (month, forecast, benchmark, realised)."""
 
 SandboxFactory = Callable[[Path, Path], PythonRunner]
 Evaluator = Callable[[Path, pd.DataFrame, pd.DataFrame], Any]
@@ -119,7 +118,7 @@ def run_episode(
     usage = Usage()
     served: set[str] = set()
     stop = "turn_limit"
-    with EventLog(run_dir / "transcript.jsonl") as log:
+    with EventLog(run_dir / TRANSCRIPT_FILE) as log:
         log.write("episode_start", framing=framing, system=system, user=user, budget=settings.budget)
         session = backend.open_session(system=system, user=user, tools=TOOL_SCHEMAS, log=log)
         results: list[ToolResult] = []

@@ -1,16 +1,8 @@
 """The resumable grid runner: worlds -> episodes in the sandbox -> evaluation -> baselines -> run table.
 
-Output layout under ``OUT/<study>/``::
-
-    study.json          the resolved configuration and its hash (a rerun with another one is refused)
-    worlds/<world_id>/  each world's files (visible/ for the agent, sealed/ for evaluation)
-    baselines.parquet   every baseline procedure on every world (decision p-values, truth labels)
-    sealed/study_secret.json  the study's secret (world seeds; see planted.agents.secret)
-    runs/<run_id>/      transcript.jsonl, final_model.py, evaluation.csv, result.json
-                        attempts/<n>/: the files of earlier attempts of the run, kept
-    ws/<random>/        each run's agent workspace (a random name: its path is visible to the agent)
-    ledger.jsonl        append-only log of run starts and ends (informational)
-    runs.parquet        one row per run, with the world's truth labels and the baselines' claims
+The study directory ``OUT/<study>/`` is laid out by :class:`planted.study_layout.StudyLayout`
+(every file name is there); files that must never be seen half-written are written with its
+atomic, durable helpers.
 
 A run counts as done exactly when its ``result.json`` exists with status ``ok`` (an agent outcome)
 or ``infra_error`` (the host failed it ``1 + max_infra_retries`` times in a row: recorded with the
@@ -47,12 +39,14 @@ from planted.agents.workspace_files import remove_tree
 from planted.baselines.panel import panel_from_worlds
 from planted.baselines.procedures import economic_label, run_procedures
 from planted.hashing import canonical_json, sha256_bytes
+from planted.records import rows_frame, run_row
 from planted.study_config import StudyConfig
+from planted.study_layout import (
+    ATTEMPTS_DIR, RESULT_FILE, TRANSCRIPT_FILE, WORKSPACE_POINTER, StudyLayout, atomic_write_json, atomic_write_parquet,
+)
 from planted.worlds import World, WorldFileError, build, read_meta, write_world
 from planted.worlds.files import VISIBLE_FILE
 
-RESULT_FILE = "result.json"
-ATTEMPTS_DIR = "attempts"
 DONE_STATUSES = ("ok", "infra_error")
 """Statuses of a finished run: ``ok`` (an agent outcome) and ``infra_error`` (given up on; not an outcome)."""
 
@@ -81,6 +75,11 @@ class GridContext:
     """Attempts after the first when a run fails for infrastructure reasons, before it is recorded as ``infra_error``."""
 
     @property
+    def layout(self) -> StudyLayout:
+        """The paths of the study directory :attr:`out`."""
+        return StudyLayout(self.out)
+
+    @property
     def study(self) -> StudyConfig:
         """The study section of :attr:`config`, typed (checked when the configuration was composed)."""
         return StudyConfig.from_dict(self.config["study"], "study configuration")
@@ -105,21 +104,11 @@ def config_hash(config: dict[str, Any], prompts: Prompts) -> str:
     return sha256_bytes(canonical_json({"config": config, "prompts": prompts.sha256}).encode())
 
 
-def _atomic_json(path: Path, payload: dict[str, Any]) -> None:
-    partial = path.with_name(path.name + ".part")
-    with open(partial, "w", encoding="utf-8") as handle:
-        json.dump(payload, handle, indent=2, sort_keys=True, default=str, allow_nan=False)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(partial, path)
-
-
 def claim_directory(ctx: GridContext) -> str:
     """Create or verify ``study.json``; return the configuration hash."""
     ctx.out.mkdir(parents=True, exist_ok=True)
     digest = config_hash(ctx.config, ctx.prompts)
-    manifest = ctx.out / "study.json"
+    manifest = ctx.layout.study_file
     if manifest.is_file():
         recorded = json.loads(manifest.read_text())
         if recorded["config_hash"] != digest:
@@ -128,7 +117,7 @@ def claim_directory(ctx: GridContext) -> str:
                 f"{digest[:12]}); pass a new --out directory (or --new-dir) instead of mixing results"
             )
         return digest
-    _atomic_json(manifest, {"config": ctx.config, "config_hash": digest, "prompts_sha256": ctx.prompts.sha256,
+    atomic_write_json(manifest, {"config": ctx.config, "config_hash": digest, "prompts_sha256": ctx.prompts.sha256,
                             "prompts_version": ctx.prompts.version, "planted_version": planted.__version__})
     return digest
 
@@ -138,7 +127,7 @@ def materialise_worlds(ctx: GridContext, grid: StudyGrid) -> dict[str, World]:
     worlds: dict[str, World] = {}
     for unit in tqdm(grid.worlds.values(), desc="worlds", disable=not ctx.progress):
         world = build(unit.spec, unit.seed, pool=ctx.study.pool_choice.load(ctx.factor_file), factor_file=ctx.factor_file)
-        directory = ctx.out / "worlds" / unit.world_id
+        directory = ctx.layout.world_dir(unit.world_id)
         try:
             recorded = read_meta(directory)["content_sha256"]
         except WorldFileError:  # missing or damaged files: (re)write them
@@ -155,7 +144,7 @@ def materialise_worlds(ctx: GridContext, grid: StudyGrid) -> dict[str, World]:
 
 def run_baselines(ctx: GridContext, grid: StudyGrid, worlds: dict[str, World]) -> pd.DataFrame:
     """Every configured baseline procedure on every world of the grid (written once, then reused)."""
-    path = ctx.out / "baselines.parquet"
+    path = ctx.layout.baselines_table
     if path.is_file():
         table = pd.read_parquet(path)
         if set(table["world_id"]) == set(worlds):
@@ -177,9 +166,7 @@ def run_baselines(ctx: GridContext, grid: StudyGrid, worlds: dict[str, World]) -
             frame["economic"] = economic
             frames.append(frame)
     table = pd.concat(frames, ignore_index=True)
-    partial = path.with_name(path.name + ".part")
-    table.to_parquet(partial, index=False)
-    partial.replace(path)
+    atomic_write_parquet(path, table)
     return table
 
 
@@ -191,7 +178,7 @@ def run_status(run_dir: Path) -> str | None:
     try:
         status = json.loads(result.read_text()).get("status")
         if status == "ok":
-            read_events(run_dir / "transcript.jsonl")
+            read_events(run_dir / TRANSCRIPT_FILE)
     except (ValueError, TranscriptError, FileNotFoundError):
         return None
     return status
@@ -203,14 +190,14 @@ def run_is_done(run_dir: Path, *, redo_infra_errors: bool = False) -> bool:
     return status == "ok" or (status == "infra_error" and not redo_infra_errors)
 
 
-def new_workspace(out: Path) -> Path:
+def new_workspace(layout: StudyLayout) -> Path:
     """A fresh agent workspace ``OUT/ws/<random>``: a name that reveals nothing about the world or the run.
 
     The sandbox mounts it at ``/workspace`` and its host path is readable inside the sandbox, so it
     is random (never derived from the run id, which names the cell's R2 and the framing).
     """
     while True:
-        path = out / "ws" / secrets.token_hex(10)
+        path = layout.workspace(secrets.token_hex(10))
         try:
             path.mkdir(parents=True)
         except FileExistsError:
@@ -218,7 +205,7 @@ def new_workspace(out: Path) -> Path:
         return path
 
 
-def archive_attempt(run_dir: Path, out: Path) -> int | None:
+def archive_attempt(run_dir: Path, layout: StudyLayout) -> int | None:
     """Move the files of an unfinished attempt of a run to ``attempts/<n>/``; return n (None: nothing there).
 
     The attempt's workspace (named in its ``workspace.txt``) is removed: only the record and the
@@ -227,10 +214,10 @@ def archive_attempt(run_dir: Path, out: Path) -> int | None:
     files = [p for p in run_dir.iterdir() if p.name != ATTEMPTS_DIR] if run_dir.is_dir() else []
     if not files:
         return None
-    pointer = run_dir / "workspace.txt"
+    pointer = run_dir / WORKSPACE_POINTER
     if pointer.is_file():
-        workspace = out / "ws" / pointer.read_text().strip()
-        if workspace.parent == out / "ws" and workspace.is_dir():
+        workspace = layout.workspace(pointer.read_text().strip())
+        if workspace.parent == layout.workspaces_dir and workspace.is_dir():
             remove_tree(workspace)  # the agent's tree: however deep, no link followed
     attempts = run_dir / ATTEMPTS_DIR
     attempts.mkdir(exist_ok=True)
@@ -244,13 +231,13 @@ def archive_attempt(run_dir: Path, out: Path) -> int | None:
 
 def _attempt(ctx: GridContext, unit, world: World, base: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     """One attempt of a run: its record (status ``ok``) or the infrastructure error (status ``error``)."""
-    workspace = new_workspace(ctx.out)
-    (run_dir / "workspace.txt").write_text(workspace.name + "\n")
+    workspace = new_workspace(ctx.layout)
+    (run_dir / WORKSPACE_POINTER).write_text(workspace.name + "\n")
     base = base | {"workspace": str(workspace.relative_to(ctx.out))}
     try:
         record = run_episode(
             backend=ctx.backend, prompts=ctx.prompts, framing=unit.framing, visible=world.visible, test=world.test,
-            data_file=ctx.out / "worlds" / unit.world_id / VISIBLE_FILE, run_dir=run_dir, workspace=workspace,
+            data_file=ctx.layout.world_dir(unit.world_id) / VISIBLE_FILE, run_dir=run_dir, workspace=workspace,
             sandbox_factory=ctx.sandbox_factory, evaluator=ctx.evaluator, settings=ctx.settings,
         )
     except FatalBackendError:
@@ -261,8 +248,8 @@ def _attempt(ctx: GridContext, unit, world: World, base: dict[str, Any], run_dir
 
 
 def _execute(ctx: GridContext, unit, world: World, world_unit: WorldUnit, digest: str, ledger: EventLog) -> None:
-    run_dir = ctx.out / "runs" / unit.run_id
-    earlier = archive_attempt(run_dir, ctx.out)
+    run_dir = ctx.layout.run_dir(unit.run_id)
+    earlier = archive_attempt(run_dir, ctx.layout)
     if earlier is not None:
         tqdm.write(f"{unit.run_id}: an unfinished earlier attempt is kept in {run_dir / ATTEMPTS_DIR / str(earlier)}")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -279,7 +266,7 @@ def _execute(ctx: GridContext, unit, world: World, world_unit: WorldUnit, digest
     try:
         for attempt in range(1 + ctx.max_infra_retries):
             if attempt:
-                archive_attempt(run_dir, ctx.out)
+                archive_attempt(run_dir, ctx.layout)
             payload = _attempt(ctx, unit, world, base, run_dir)
             if payload["status"] == "ok":
                 break
@@ -291,7 +278,7 @@ def _execute(ctx: GridContext, unit, world: World, world_unit: WorldUnit, digest
     except FatalBackendError:
         ledger.write("run_interrupted", run_id=unit.run_id)
         raise
-    _atomic_json(run_dir / RESULT_FILE, payload | {"attempts": len(failures) + (payload["status"] == "ok")})
+    atomic_write_json(run_dir / RESULT_FILE, payload | {"attempts": len(failures) + (payload["status"] == "ok")})
     ledger.write("run_end", run_id=unit.run_id, status=payload["status"])
 
 
@@ -315,12 +302,12 @@ def run_grid(ctx: GridContext, grid: StudyGrid, *, limit: int | None = None, red
     digest = claim_directory(ctx)
     worlds = materialise_worlds(ctx, grid)
     baselines = run_baselines(ctx, grid, worlds)
-    pending = [u for u in grid.runs if not run_is_done(ctx.out / "runs" / u.run_id, redo_infra_errors=redo_infra_errors)]
+    pending = [u for u in grid.runs if not run_is_done(ctx.layout.run_dir(u.run_id), redo_infra_errors=redo_infra_errors)]
     if limit is not None:
         pending = pending[:limit]
     bar = tqdm(total=len(grid.runs), initial=len(grid.runs) - len(pending), desc="episodes", disable=not ctx.progress)
     stop = threading.Event()
-    with EventLog(ctx.out / "ledger.jsonl") as ledger, ThreadPoolExecutor(max_workers=ctx.concurrency) as pool:
+    with EventLog(ctx.layout.ledger) as ledger, ThreadPoolExecutor(max_workers=ctx.concurrency) as pool:
 
         def task(unit) -> None:
             if stop.is_set():
@@ -347,49 +334,19 @@ def run_grid(ctx: GridContext, grid: StudyGrid, *, limit: int | None = None, red
 
 
 def collect_runs(out: Path, grid: StudyGrid, baselines: pd.DataFrame) -> pd.DataFrame:
-    """Gather every finished run's result into ``runs.parquet`` (one row per run, in run order)."""
-    rows = []
-    for unit in grid.runs:
-        path = out / "runs" / unit.run_id / RESULT_FILE
-        if not path.is_file():
-            continue
-        result = json.loads(path.read_text())
-        evaluation = result.get("evaluation") or {}
-        usage = result.get("usage") or {}
-        spec = result["spec"]
-        rows.append(
-            {
-                "run_id": unit.run_id, "world_id": unit.world_id, "group": unit.group, "framing": unit.framing,
-                "replicate": unit.replicate, "status": result["status"], "error": result.get("error"),
-                **{k: spec.get(k) for k in ("family", "r2", "phi", "rho", "shocks", "factor")},
-                "seed_entropy": json.dumps(result["seed"]["entropy"]), "seed_spawn_key": json.dumps(result["seed"]["spawn_key"]),
-                "planted_column": result.get("planted_column"), "model": result.get("model"),
-                "backend": result.get("backend"), "sandboxed": result.get("sandboxed"),
-                "verdict": result.get("verdict"), "claim": result.get("claim"), "probability": result.get("probability"),
-                "prior_verdict": result.get("prior_verdict"), "prior_probability": result.get("prior_probability"),
-                "predictors": json.dumps(result.get("predictors")), "n_specs": result.get("n_specs"),
-                "budget_used": result.get("budget_used"), "invalid_calls": result.get("invalid_calls"),
-                "rejected_submissions": result.get("rejected_submissions"),
-                "evaluable": evaluation.get("evaluable"), "test_oos_r2": evaluation.get("oos_r2"),
-                "holdout_cw_stat": evaluation.get("cw_stat"), "holdout_cw_p": evaluation.get("cw_pvalue"),
-                "evaluation_error": evaluation.get("error"),
-                "input_tokens": usage.get("input_tokens"), "output_tokens": usage.get("output_tokens"),
-                "reasoning_tokens": usage.get("reasoning_tokens"), "cached_tokens": usage.get("cached_tokens"),
-                "cost_usd": usage.get("cost_usd"), "wall_seconds": result.get("wall_seconds"),
-                "config_hash": result.get("config_hash"), "code_version": result.get("code_version"),
-                "analysis_label": result.get("analysis_label"),
-            }
-        )
-    runs = pd.DataFrame(rows)
+    """Gather every finished run's result into ``runs.parquet`` (one :class:`~planted.records.RunRow` per run,
+    in run order, with the world's truth labels and the same-world baseline claims joined on)."""
+    layout = StudyLayout(out)
+    rows = [run_row(json.loads(layout.result_file(u.run_id).read_text()))
+            for u in grid.runs if layout.result_file(u.run_id).is_file()]
+    runs = rows_frame(rows)
     if runs.empty:
         return runs
     truth = baselines.drop_duplicates("world_id").set_index("world_id")[["signal", "economic"]]
     runs = runs.join(truth, on="world_id")
     claims = baselines.pivot(index="world_id", columns="procedure", values="claim_5pct").add_prefix("baseline_")
     runs = runs.join(claims, on="world_id")
-    partial = out / "runs.parquet.part"
-    runs.to_parquet(partial, index=False)
-    partial.replace(out / "runs.parquet")
+    atomic_write_parquet(StudyLayout(out).runs_table, runs)
     return runs
 
 

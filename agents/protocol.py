@@ -16,7 +16,7 @@ from planted.agents.model_check import model_source_problem
 from planted.agents.tools import BUDGETED_TOOLS, CLAIM, ToolArgumentError, ToolCall, ToolResult, parse_arguments
 from planted.agents.workspace_files import MODEL_FILE_CAP, WorkspaceFileError, read_workspace_file
 
-MODEL_FILE = "final_model.py"
+from planted.study_layout import MODEL_FILE
 
 
 class PythonRunner(Protocol):

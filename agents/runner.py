@@ -26,6 +26,7 @@ from planted.agents.secret import parse_secret, study_secret
 from planted.agents.study import StudyGrid, study_grid
 from planted.config import compose_study
 from planted.study_config import StudyConfig
+from planted.study_layout import StudyLayout
 from planted.prereg import analysis_label, committed_secret, revealed_secret_file
 
 
@@ -42,7 +43,7 @@ class PreparedRun:
         """Planned runs, what is already done, and a cost estimate from logged usage and the prices."""
         from planted.agents.grid import run_is_done
 
-        done = sum(run_is_done(self.context.out / "runs" / r.run_id) for r in self.grid.runs)
+        done = sum(run_is_done(self.context.layout.run_dir(r.run_id)) for r in self.grid.runs)
         pending = len(self.grid.runs) - done
         lines = [
             f"study {self.grid.name}: {len(self.grid.runs)} runs on {len(self.grid.worlds)} worlds; "
@@ -91,7 +92,7 @@ class PreparedRun:
 
 def cost_estimate(out: Path, pending: int, model: dict[str, Any]) -> str:
     """Cost estimate of the pending runs from the mean cost of the runs already logged in ``out``."""
-    path = out / "runs.parquet"
+    path = StudyLayout(out).runs_table
     if path.is_file():
         logged = pd.read_parquet(path)
         logged = logged[logged["status"] == "ok"]
@@ -176,7 +177,7 @@ def prepare_run(
     settings.pool_choice.load(factor_file)  # a 5-factor pool without --path fails now, before any work
     name = settings.name
     target = Path(out) / name
-    manifest = target / "study.json"
+    manifest = StudyLayout(target).study_file
     if manifest.is_file() and json.loads(manifest.read_text())["config_hash"] != config_hash(config, prompts):
         if not new_dir:
             raise StudyConfigMismatch(

@@ -26,8 +26,7 @@ import os
 import secrets
 from pathlib import Path
 
-SECRET_FILE = Path("sealed") / "study_secret.json"
-"""Where a study's secret lives, relative to the study's output directory."""
+from planted.study_layout import SECRET_FILE  # where a study's secret lives, relative to its directory
 REVEALED_FILE = "secret.json"
 """The revealed secret's file name inside ``prereg/<study>/``."""
 

@@ -62,8 +62,14 @@ class EventLog:
         self.close()
 
 
-def read_events(path: str | Path) -> list[dict[str, Any]]:
-    """Read every event of a transcript.
+def read_events(path: str | Path, *, complete: bool = True) -> list[dict[str, Any]]:
+    """Read every event of a transcript (lines split on ``\\n`` only).
+
+    Parameters
+    ----------
+    complete : bool, default True
+        Require an intact transcript. With False, a damaged last line (an interrupted run) is left
+        out and the events before it are returned; damage anywhere else still raises.
 
     Raises
     ------
@@ -71,10 +77,11 @@ def read_events(path: str | Path) -> list[dict[str, Any]]:
         When the file does not end with a newline or a line is not a JSON object.
     """
     data = Path(path).read_bytes()
-    if data and not data.endswith(b"\n"):
+    lines = data.split(b"\n")
+    tail = lines.pop()  # b"" when the file ends with a newline
+    if tail and complete:
         raise TranscriptError(f"{path}: the last line is incomplete (the run was interrupted)")
     events = []
-    lines = data.split(b"\n")[:-1] if data else []
     for number, line in enumerate(lines, start=1):
         try:
             event = json.loads(line)

@@ -28,7 +28,6 @@ Columns added to the run table (one row per run)
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -39,11 +38,15 @@ import pandas as pd
 from planted.analysis.artifact import artifact_flags, lookup_flag
 from planted.analysis.coding import code_runs, first_order_autocorrelations, is_benchmark, parse_predictors
 from planted.analysis.hypotheses import complexity_slope
+from planted.agents.transcript import read_events
+from planted.records import SchemaVersionError, check_runs_schema
 from planted.worlds.artifact import repeated_follower_share, repeated_share
+from planted.worlds.files import TEST_FILE, VISIBLE_FILE
 
-RUNS_FILE = "runs.parquet"
-BASELINES_FILE = "baselines.parquet"
-STUDY_FILE = "study.json"
+from planted.study_layout import (
+    BASELINES_TABLE as BASELINES_FILE, MODEL_FILE, RESULT_FILE, RUNS_TABLE as RUNS_FILE, STUDY_FILE, TRANSCRIPT_FILE,
+    StudyLayout,
+)
 MC_FILE = "mc.parquet"
 CODED_COLUMNS = ("n_candidates", "planted_retained", "gauge", "most_persistent_included", "benchmark",
                  "multiple_testing", "persistence", "forecast_test")
@@ -182,29 +185,13 @@ def transcript_texts(events: Iterable[Mapping[str, Any]]) -> list[str]:
     return [c for c in chunks if c]
 
 
-_EVENT = re.compile(r'^\{"seq": \d+, "t": [^,]+, "event": "([a-z_]+)"')
 _CODED_EVENTS = {"model_turn", "api_response"}
 
 
 def _read_events(path: Path) -> list[dict[str, Any]]:
-    """The events :func:`transcript_texts` reads; other lines (verbatim requests, observations) are not parsed.
-
-    Event logs write ``seq``, ``t`` and ``event`` first (:class:`planted.agents.transcript.EventLog`), so the
-    event name is read off the start of a line; a line in another layout is parsed in full.
-    """
-    events = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            head = _EVENT.match(line)
-            if head is not None and head.group(1) not in _CODED_EVENTS:
-                continue
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a damaged last line: the text before it still codes
-            if isinstance(event, dict):
-                events.append(event)
-    return events
+    """The events :func:`transcript_texts` reads, through the one transcript reader
+    (:func:`planted.agents.transcript.read_events`; a damaged last line is left out)."""
+    return [e for e in read_events(path, complete=False) if e.get("event") in _CODED_EVENTS]
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
@@ -224,14 +211,14 @@ def world_measures(directory: Path, world_ids: Iterable[str]) -> tuple[pd.DataFr
     """
     rows, autocorrelations = [], {}
     for wid in world_ids:
-        visible = directory / "worlds" / wid / "visible" / "data.csv"
+        visible = StudyLayout(directory).world_dir(wid) / VISIBLE_FILE
         if not visible.is_file():
             continue
         train = _read_csv(visible)
         candidates = [c for c in train.columns if c.startswith("x")]
         autocorrelations[wid] = first_order_autocorrelations(train, candidates)
         returns = train["asset_A"].to_numpy()
-        sealed = directory / "worlds" / wid / "sealed" / "test.csv"
+        sealed = StudyLayout(directory).world_dir(wid) / TEST_FILE
         if sealed.is_file():
             returns = np.concatenate([returns, _read_csv(sealed)["asset_A"].to_numpy()])
         rows.append({"world_id": wid, "n_returns": int(returns.size), "repeated_share": repeated_share(returns),
@@ -250,9 +237,9 @@ def _enrich(runs: pd.DataFrame, directory: Path,
     coded: list[bool] = []
     runs = runs.copy()
     for row in runs.itertuples(index=False):
-        run_dir = directory / "runs" / str(row.run_id)
-        result_file, transcript = run_dir / "result.json", run_dir / "transcript.jsonl"
-        source_file = run_dir / "final_model.py"
+        run_dir = StudyLayout(directory).run_dir(str(row.run_id))
+        result_file, transcript = run_dir / RESULT_FILE, run_dir / TRANSCRIPT_FILE
+        source_file = run_dir / MODEL_FILE
         source = source_file.read_text(encoding="utf-8", errors="replace") if source_file.is_file() else None
         specs: list[dict[str, Any]] = []
         if result_file.is_file():
@@ -302,7 +289,10 @@ def read_study(directory: str | Path, *, code: bool = True) -> tuple[pd.DataFram
     (runs, baselines, worlds, StudyInfo)
     """
     directory = Path(directory)
-    runs = pd.read_parquet(directory / RUNS_FILE)
+    try:
+        runs = check_runs_schema(pd.read_parquet(directory / RUNS_FILE), directory / RUNS_FILE)
+    except SchemaVersionError as exc:
+        raise StudyDataError(str(exc)) from None
     if runs.empty:
         raise StudyDataError(f"{directory / RUNS_FILE} holds no runs")
     config: dict[str, Any] = {}

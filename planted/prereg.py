@@ -37,6 +37,7 @@ import yaml
 
 import planted
 from planted.hashing import canonical_json, sha256_bytes
+from planted.study_layout import StudyLayout, atomic_write_bytes, atomic_write_json
 
 CONTROLLED_PACKAGES = ("planted.worlds", "planted.agents", "planted.baselines", "planted.analysis")
 CONTROLLED_CORE = ("regression.py", "seeding.py", "hashing.py", "_typing.py")
@@ -229,9 +230,9 @@ def freeze(study: str, *, out: Path = Path("runs"), prereg_dir: Path | None = No
         "files": file_hashes(),
     }
     target.mkdir(parents=True, exist_ok=True)
-    (target / "study.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    (target / "run_order.csv").write_text(order)
-    (target / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    atomic_write_bytes(target / "study.yaml", yaml.safe_dump(config, sort_keys=False).encode("utf-8"))
+    atomic_write_bytes(target / "run_order.csv", order.encode("utf-8"))
+    atomic_write_json(target / "manifest.json", manifest)
     write_secret(secret_path, secret, study)
     if tag:
         relative = target.resolve().relative_to(repo.resolve())
@@ -307,7 +308,8 @@ def reveal(study: str, *, out: Path = Path("runs"), prereg_dir: Path | None = No
         raise PreregistrationError(f"{exc}; pass the --out directory of the study's runs") from None
     if secret_sha256(secret) != committed:
         raise PreregistrationError(f"{study_dir / SECRET_FILE} does not match the SHA-256 the manifest committed to")
-    pending = [r.run_id for r in study_grid(config, secret).runs if not run_is_done(study_dir / "runs" / r.run_id)]
+    layout = StudyLayout(study_dir)
+    pending = [r.run_id for r in study_grid(config, secret).runs if not run_is_done(layout.run_dir(r.run_id))]
     if pending and not force:
         raise PreregistrationError(
             f"{len(pending)} runs of {study} are still pending (e.g. {pending[0]}); reveal after the runs, or pass --force"

@@ -151,13 +151,13 @@ class StudyConfig:
 
 
 def _pool(data: Mapping[str, Any], source: str) -> dict[str, Any]:
-    chosen = {"pool": str(data.get("pool", "embedded")),
-              "pool_end": None if data.get("pool_end") is None else str(data["pool_end"])}
+    pool = str(data.get("pool", "embedded"))
+    end = None if data.get("pool_end") is None else str(data["pool_end"])
     try:
-        PoolChoice(chosen["pool"], chosen["pool_end"])
+        PoolChoice(pool, end)
     except ValueError as exc:
         raise ConfigError(f"{source}: {exc}") from None
-    return chosen
+    return {"pool": pool, "pool_end": end}
 
 
 def _group(data: Any, index: int, source: str) -> GroupConfig:

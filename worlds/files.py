@@ -19,6 +19,8 @@ from typing import Any
 
 import pandas as pd
 
+from planted.study_layout import atomic_write_bytes
+
 from planted.hashing import sha256_bytes
 
 VISIBLE_FILE = Path("visible") / "data.csv"
@@ -33,9 +35,7 @@ class WorldFileError(RuntimeError):
 
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".part")
-    partial.write_text(text, encoding="utf-8", newline="\n")
-    os.replace(partial, path)
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def truth_frame(world: Any) -> pd.DataFrame:

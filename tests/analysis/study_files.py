@@ -15,6 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from planted.records import RUNS_SCHEMA_VERSION, run_columns
+from planted.study_layout import StudyLayout
+
 from .simulate import Agent, make_worlds, simulate_runs
 
 BASELINE_PROCEDURES = ("oracle", "combination", "hac_holm")
@@ -54,11 +57,18 @@ def complete_runs(runs: pd.DataFrame, *, shocks: str, label: str | None, backend
 
 
 def write_study(directory: Path, runs: pd.DataFrame, baselines: pd.DataFrame, *, name: str) -> Path:
-    """Write ``runs.parquet``, ``baselines.parquet`` and ``study.json`` under ``directory``."""
+    """Write ``runs.parquet``, ``baselines.parquet`` and ``study.json`` as the grid lays them out.
+
+    The run table gets every column of :class:`planted.records.RunRow` (the simulator's values, and
+    None for the columns it does not simulate), so the fixture follows the real schema by construction.
+    """
+    layout = StudyLayout(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    runs.to_parquet(directory / "runs.parquet", index=False)
-    baselines.to_parquet(directory / "baselines.parquet", index=False)
-    (directory / "study.json").write_text(json.dumps({"config": {"study": {"name": name}}}))
+    missing = {c: None for c in run_columns() if c not in runs.columns}
+    table = runs.assign(**missing).assign(schema_version=RUNS_SCHEMA_VERSION)
+    table.to_parquet(layout.runs_table, index=False)
+    baselines.to_parquet(layout.baselines_table, index=False)
+    layout.study_file.write_text(json.dumps({"config": {"study": {"name": name}}}))
     return directory
 
 

@@ -146,3 +146,33 @@ def test_loading_a_subset_of_models_says_which_studies_it_left_out(multi_model):
     assert any("no transcript" in note for note in data.notes)
     with pytest.raises(StudyDataError, match="no runs"):
         load_study_data(runs, models=["gpt-7"], code=False)
+
+
+def test_a_run_table_of_a_newer_schema_fails_naming_both_versions(tmp_path):
+    import pandas as pd
+
+    from planted.analysis.loading import StudyDataError, load_study_data
+    from planted.records import RUNS_SCHEMA_VERSION
+
+    directory = tmp_path / "future"
+    directory.mkdir()
+    pd.DataFrame({"run_id": ["r"], "status": ["ok"], "schema_version": [RUNS_SCHEMA_VERSION + 1]}).to_parquet(
+        directory / "runs.parquet")
+    with pytest.raises(StudyDataError, match=f"schema version {RUNS_SCHEMA_VERSION + 1}, newer than the {RUNS_SCHEMA_VERSION}"):
+        load_study_data([directory])
+
+
+def test_the_grid_writes_every_column_of_the_run_record(tmp_path):
+    """runs.parquet holds RunRow's columns (and the joined labels), with the schema version."""
+    import json
+
+    from planted.records import RUNS_SCHEMA_VERSION, run_columns, run_row
+
+    result = {"run_id": "r", "world_id": "w", "group": "g", "framing": "neutral", "replicate": 0, "status": "ok",
+              "spec": {"family": "linear", "r2": 0.01, "phi": 0.95, "rho": -0.8, "shocks": "gaussian", "factor": None},
+              "seed": {"entropy": [1, 2**100], "spawn_key": [0, 1, 2]}, "predictors": ["x1"],
+              "evaluation": {"evaluable": True, "oos_r2": 0.01, "cw_stat": 1.0, "cw_pvalue": 0.2, "error": None},
+              "usage": {"input_tokens": 5}}
+    row = run_row(result)
+    assert row.schema_version == RUNS_SCHEMA_VERSION and row.test_oos_r2 == 0.01 and row.holdout_cw_p == 0.2
+    assert json.loads(row.seed_entropy) == [1, 2**100] and list(vars(row)) == run_columns()
