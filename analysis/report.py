@@ -8,6 +8,12 @@ writes each table as CSV and Markdown, each figure as PNG and PDF, ``report.md``
 one file) and ``index.md``: every output with the function that made it and its label, and every
 output that was skipped with the reason. No model is called.
 
+The outputs are a registry (:func:`registry`): each is declared once, in the paper's order, with
+its builder, its label and, when the logs cannot support it, the reason and what would produce it.
+Each draws its bootstrap from the stream named by the output (and design, and model) below the
+report seed, and figures carry no timestamps, so leaving an output out (``exclude``) or adding one
+changes no other output by a byte.
+
 Labels
 ------
 An output of a pre-specified analysis is *confirmatory*, one the paper designed after the results
@@ -23,9 +29,12 @@ from __future__ import annotations
 import json
 import re
 import traceback
+import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Literal, Sequence
+from typing import Callable, Iterator, Literal, Sequence
+
+import numpy as np
 
 import pandas as pd
 
@@ -33,12 +42,10 @@ from planted.baselines.rates import matched_difference
 from planted.analysis import artifact, behaviour, figures, matching, summaries, tables
 from planted.analysis.loading import StudyData, load_mc, load_study_data
 from planted.analysis.tables import Table
-from planted.seeding import as_seed_sequence, generator, substream
+from planted.seeding import as_seed_sequence, named_generator, substream
 
 Status = Literal["written", "skipped", "failed"]
 DESIGN_NAMES = {"bootstrap": "bootstrap-shock and injected worlds (studies 1-2)", "gaussian": "Gaussian-shock worlds (studies 3-4)"}
-STREAMS = {"calibration": 0, "replicates": 1, "matched_power": 2, "anchors": 3, "models_compared": 4}
-"""Random sub-stream of each bootstrap below the report seed (adding an output never moves another)."""
 PNG_DPI = 200
 FIGURE1_PROCEDURES = ("oracle", "combination", "combination_ct", "rf_ridge", "hac_holm", "ivx_holm")
 """The baselines Figure 1 draws (paper: pre-specified oracle, combinations, ridge; exploratory HAC and IVX)."""
@@ -144,7 +151,8 @@ class _Writer:
                role: str, data: Table | None = None, note: str = "") -> None:
         files = []
         for ext in ("png", "pdf"):
-            fig.savefig(self.out / f"{stem}.{ext}", dpi=PNG_DPI)  # type: ignore[attr-defined]
+            metadata = {"CreationDate": None} if ext == "pdf" else {}  # no timestamp: the same logs give the same bytes
+            fig.savefig(self.out / f"{stem}.{ext}", dpi=PNG_DPI, metadata=metadata)  # type: ignore[attr-defined]
             files.append(f"{stem}.{ext}")
         if data is not None and not data.data.empty:
             data.data.to_csv(self.out / f"{stem}_data.csv", index=False, float_format="%.6g")
@@ -231,6 +239,184 @@ def _index(out: Path, data: StudyData, mc: pd.DataFrame, outputs: list[Output], 
     (out / "index.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+# --------------------------------------------------------------------------------------------
+# The registry: every output, declared once, in the paper's order
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One output of the report.
+
+    Attributes
+    ----------
+    paper : str
+        Its name in the paper's numbering (``"Table D.1 (Gaussian)"``); unique in a report.
+    description : str
+    make : callable
+        Writes it (through the report's writer); None when it is skipped.
+    figure : bool
+        A figure (skipped when figures were not asked for).
+    skip : str or None
+        Why the logs cannot support it, and what would produce it.
+    """
+
+    paper: str
+    description: str
+    make: Callable[[], None] | None = None
+    figure: bool = False
+    skip: str | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class _Context:
+    w: "_Writer"
+    data: StudyData
+    mc: pd.DataFrame
+    runs: pd.DataFrame
+    models: list[str]
+    local_models: list[str]
+    root: np.random.SeedSequence
+    n_boot: int
+
+    def stream(self, *names: str) -> np.random.Generator:
+        """The output's own generator: named by the output (and design), never by its position."""
+        return named_generator(self.root, *names)
+
+    def seed(self, *names: str) -> np.random.SeedSequence:
+        """The output's own seed sequence (for builders that derive per-model streams below it)."""
+        return substream(self.root, *(zlib.crc32(n.encode("utf-8")) for n in names))
+
+
+def _table(ctx: _Context, paper: str, description: str, build: Callable[[], Table], functions: Sequence[Callable[..., object]],
+           role: str, note: str = "", empty: str = "no runs in the sample this table needs") -> Entry:
+    return Entry(paper, description, lambda: ctx.w.table(paper, build(), functions, role, note, empty=empty))
+
+
+def registry(ctx: _Context) -> Iterator[Entry]:
+    """Every output the report knows, in the paper's order (Tables 3-4, per design, pooled), each once."""
+    runs, w, data = ctx.runs, ctx.w, ctx.data
+    single = len(ctx.models) == 1
+    boot = runs[runs["design"] == "bootstrap"]
+    if boot.empty:
+        yield Entry("Table 3", "Pre-specified tests H1-H6, C1-C3", skip="no bootstrap-shock runs: Table 3 is the test "
+                    "family of studies 1-2 (Gaussian-shock studies are tested in Table 4)")
+    else:
+        yield _table(ctx, "Table 3", "Pre-specified tests",
+                     lambda: summaries.prespecified_tests(boot, models=[m for m in ctx.models if m in set(boot["model"])]),
+                     [summaries.prespecified_tests], w.role("confirmatory; H1' and H6 exploratory", boot),
+                     "C1-C3 not computed: the cross-model tests need at least two models" if single else "")
+    gauss = runs[runs["design"] == "gaussian"]
+    if gauss.empty:
+        yield Entry("Table 4", "Pre-specified tests G1-G3 of the Gaussian-shock studies", skip="no Gaussian-shock runs")
+    else:
+        n_commercial = len([m for m in ctx.models if m in set(gauss["model"]) and m not in set(ctx.local_models)])
+        yield _table(ctx, "Table 4", "Pre-specified tests G1-G3",
+                     lambda: summaries.gaussian_tests_table(gauss, models=ctx.models, local_models=ctx.local_models),
+                     [summaries.gaussian_tests_table], w.role("confirmatory", gauss),
+                     "G2 not computed: it compares at least two (non-local) models" if n_commercial < 2 else "")
+    designs = _designs(runs)
+    for design in designs:
+        yield from _design_entries(ctx, design, len(designs))
+    if gauss.empty:
+        for paper in ("Table F.1", "Figure 4"):
+            yield Entry(paper, "Gaussian-shock worlds against bootstrap worlds", skip="no Gaussian-shock runs")
+    else:
+        yield _table(ctx, "Table F.1", "Gaussian vs bootstrap", lambda: tables.gaussian_vs_bootstrap(runs),
+                     [tables.gaussian_vs_bootstrap], w.role("confirmatory", gauss))
+        yield Entry("Figure 4", "Gaussian claim rates", lambda: _figure4(w, runs, gauss), figure=True)
+    yield _table(ctx, "Table F.2", "Holdout rule", lambda: tables.holdout_rule(runs), [tables.holdout_rule], "exploratory")
+    yield _table(ctx, "Appendix F.2 thresholds", "Probability thresholds", lambda: tables.probability_thresholds(runs),
+                 [tables.probability_thresholds], "exploratory")
+    yield _table(ctx, "Calibration (D.4)", "Calibration measures",
+                 lambda: summaries.calibration_table(runs, seed=ctx.seed("Calibration (D.4)"), n_boot=ctx.n_boot),
+                 [summaries.calibration_table], w.role("confirmatory; own-model label exploratory", runs))
+    yield _table(ctx, "Table E.2", "Recalibration", lambda: summaries.recalibration_table(runs),
+                 [summaries.recalibration_table], "exploratory", empty="needs at least five worlds per model and design")
+    yield _table(ctx, "Appendix D.7", "H5 and H6 in detail", lambda: summaries.prior_and_complexity(runs),
+                 [summaries.prior_and_complexity], "exploratory")
+    yield _table(ctx, "Table E.1", "Models compared",
+                 lambda: summaries.models_compared(runs, mc=ctx.mc, seed=ctx.seed("Table E.1"), n_boot=ctx.n_boot,
+                                                   models=ctx.models),
+                 [summaries.models_compared], "exploratory", "one model: a one-column summary (no comparison)" if single else "")
+    if single:
+        yield Entry("Model agreement (section 4.2)", "Cohen's kappa between models", skip="one model only: agreement "
+                    "between models needs at least two models run on the same worlds")
+    else:
+        yield _table(ctx, "Model agreement (section 4.2)", "Agreement between models",
+                     lambda: summaries.model_agreement_table(runs, models=ctx.models), [summaries.model_agreement_table],
+                     "exploratory", empty="needs two models run on common worlds")
+    if _has_replicates(runs):
+        yield _table(ctx, "Replicates (F.1, F.2)", "Replicate agreement",
+                     lambda: summaries.replicate_table(runs, rng=ctx.stream("Replicates (F.1, F.2)"), n_boot=ctx.n_boot),
+                     [summaries.replicate_table], w.role("confirmatory; within-world share and P(disagree) exploratory", runs))
+    else:
+        yield Entry("Replicates (F.1, F.2)", "Run-to-run agreement", skip="no replicates: no world was run more than "
+                    "once under neutral framing")
+    yield _table(ctx, "Artifact: runs (5.1, E.1)", "Flagged runs", lambda: artifact.artifact_runs(runs),
+                 [artifact.artifact_runs], "exploratory")
+    if data.worlds.empty:
+        yield Entry("Artifact: worlds (5.1)", "Repeated-value shares", skip="no world files on disk")
+    else:
+        yield _table(ctx, "Artifact: worlds (5.1)", "Repeated-value shares",
+                     lambda: artifact.artifact_worlds(data.worlds, runs), [artifact.artifact_worlds], "exploratory")
+
+
+def _design_entries(ctx: _Context, design: str, n_designs: int) -> Iterator[Entry]:
+    """The outputs drawn once per shock design (Tables D.1-D.5, framing, Figures 1-3 and D.1)."""
+    w, data = ctx.w, ctx.data
+    d = ctx.runs[ctx.runs["design"] == design]
+    tag = "" if design == "bootstrap" else " (Gaussian)"
+    baselines = data.baselines[data.baselines["design"] == design]
+
+    def per_design(build: Callable[[], Table]) -> Callable[[], Table]:
+        return lambda: _for_design(build(), design, n_designs)
+
+    yield _table(ctx, f"Table D.1{tag}", "Claim rates by world type", per_design(lambda: tables.claim_rates_by_world(d)),
+                 [tables.claim_rates_by_world], w.role("confirmatory", d))
+    if (d["family"] == "linear").any():
+        yield _table(ctx, f"Table D.3{tag}", "Claim rates by persistence",
+                     per_design(lambda: tables.claim_rates_by_persistence(d)), [tables.claim_rates_by_persistence],
+                     w.role("confirmatory", d))
+    else:
+        yield Entry(f"Table D.3{tag}", "Claim rates by persistence", skip="no linear worlds")
+    yield _table(ctx, f"Table D.5{tag}", "Deployed test-window OOS R2",
+                 per_design(lambda: tables.deployed_oos_r2(d, baselines)), [tables.deployed_oos_r2], w.role("confirmatory", d))
+    if d["coded"].astype(bool).any() if "coded" in d.columns else False:
+        yield _table(ctx, f"Table D.4{tag}", "Search behaviour", per_design(lambda: behaviour.search_behaviour(d)),
+                     [behaviour.search_behaviour], "exploratory")
+        yield Entry(f"Potency by R2{tag}", "Potency and gauge by R2", lambda: w.table(
+            f"Potency by R2{tag} (D.5)", per_design(lambda: behaviour.potency_by_signal(d))(),
+            [behaviour.potency_by_signal], "exploratory", empty="no correct claims in linear signal worlds"))
+    else:
+        yield Entry(f"Table D.4{tag}", "Search behaviour", skip="no transcripts on disk to code")
+    if _has_framing(d):
+        yield Entry(f"Framing{tag}", "Claim rates by framing", lambda: w.table(
+            f"Framing rates{tag} (section 3.3, Figure 3B)", per_design(lambda: tables.framing_rates(d))(),
+            [tables.framing_rates], w.role("confirmatory", d), empty="no world was run under all three framings"))
+    else:
+        yield Entry(f"Framing rates{tag}", "Claim rates by framing (section 3.3)",
+                    skip="no framing worlds (every run is neutral)")
+    yield Entry(f"Figure 2{tag}", "Calibration", lambda: _figure2(w, d, design), figure=True)
+    yield Entry(f"Figure 3{tag}", "Models compared", lambda: _figure3(w, d, design, ctx.mc), figure=True)
+    sim = matching.simulated_linear(ctx.mc, design)
+    if sim.empty or not matching.has_null(sim):
+        reason = (f"needs a Monte Carlo simulation of linear {design}-shock worlds with R2=0 (`--mc DIR`, "
+                  f"`planted mc --family linear --shocks {design}`)")
+        for paper in ("Figure 1", "Table D.2", "Appendix D.3 anchors", "Figure D.1"):
+            yield Entry(f"{paper}{tag}", paper, skip=reason)
+        return
+    yield _table(ctx, f"Table D.2{tag}", "Matched power", per_design(lambda: matching.matched_power(
+        d, sim, rng=ctx.stream("Table D.2", design), n_boot=ctx.n_boot)), [matching.matched_power, matched_difference],
+        "exploratory")
+    yield _table(ctx, f"Appendix D.3 anchors{tag}", "Matched level anchors", per_design(lambda: matching.matched_anchors(
+        d, sim, baselines, rng=ctx.stream("Appendix D.3 anchors", design), n_boot=ctx.n_boot)), [matching.matched_anchors],
+        "exploratory", empty="needs agent runs in linear worlds with R2=0 and 1%")
+    yield Entry(f"Figure 1{tag}", "Power curves", lambda: _figure1(w, d, design, sim), figure=True)
+    yield Entry(f"Figure D.1{tag}", "Frontiers", lambda: _figure_d1(w, d, design, sim), figure=True)
+
+
+
 def write_report(
     runs_dirs: str | Path | Sequence[str | Path],
     out_dir: str | Path,
@@ -243,6 +429,7 @@ def write_report(
     exploratory: bool = False,
     strict: bool = False,
     figures: bool = True,
+    exclude: Sequence[str] = (),
 ) -> list[Output]:
     """Write every table and figure the logs support, plus ``index.md``; return the outputs.
 
@@ -263,7 +450,8 @@ def write_report(
         Models tested as the local open-weight arm (paper 5.4: G1 and G3, their own Holm family);
         default: models served by the ``openai_compat`` backend.
     seed : int
-        Seed of every bootstrap interval (sub-streams per analysis, :data:`STREAMS`).
+        Seed of every bootstrap interval (each output draws from the stream named by the output and
+        its design below it, :func:`planted.seeding.named_generator`).
     n_boot : int
         Bootstrap draws per interval.
     exploratory : bool
@@ -272,6 +460,9 @@ def write_report(
         Raise the first error instead of recording the output as failed.
     figures : bool
         Draw the figures (False: tables only, each figure listed as skipped).
+    exclude : sequence of str
+        Outputs (by their ``paper`` name, e.g. ``"Table D.2"``) to leave out; no other output
+        changes by a byte (each draws from its own named random stream).
 
     Returns
     -------
@@ -289,134 +480,17 @@ def write_report(
         local_models = [m for m in model_order if backends.get(m) == "openai_compat"]
     root = as_seed_sequence(seed)
     w = _Writer(out, forced_exploratory=exploratory, strict=strict, figures=figures)
-    designs = _designs(runs)
-    single = len(model_order) == 1
-
-    # ---- Table 3 / Table 4: the pre-specified tests
-    boot = runs[runs["design"] == "bootstrap"]
-    if boot.empty:
-        w.skip("Table 3", "Pre-specified tests H1-H6, C1-C3", "no bootstrap-shock runs: Table 3 is the test family of "
-               "studies 1-2 (Gaussian-shock studies are tested in Table 4)")
-    else:
-        note = ("C1-C3 not computed: the cross-model tests need at least two models" if single else "")
-        w.attempt("Table 3", "Pre-specified tests", lambda: w.table(
-            "Table 3", summaries.prespecified_tests(boot, models=[m for m in model_order if m in set(boot["model"])]),
-            [summaries.prespecified_tests], w.role("confirmatory; H1' and H6 exploratory", boot), note))
-    gauss = runs[runs["design"] == "gaussian"]
-    if gauss.empty:
-        w.skip("Table 4", "Pre-specified tests G1-G3 of the Gaussian-shock studies", "no Gaussian-shock runs")
-    else:
-        n_commercial = len([m for m in model_order if m in set(gauss["model"]) and m not in set(local_models)])
-        note = "G2 not computed: it compares at least two (non-local) models" if n_commercial < 2 else ""
-        w.attempt("Table 4", "Pre-specified tests G1-G3", lambda: w.table(
-            "Table 4", summaries.gaussian_tests_table(gauss, models=model_order, local_models=local_models),
-            [summaries.gaussian_tests_table], w.role("confirmatory", gauss), note))
-
-    # ---- claim rates by world type, persistence, deployed forecasts, framing, Figure 2 per design
-    for k, design in enumerate(designs):
-        d = runs[runs["design"] == design]
-        tag = "" if design == "bootstrap" else " (Gaussian)"
-        w.attempt(f"Table D.1{tag}", "Claim rates by world type", lambda: w.table(
-            f"Table D.1{tag}", _for_design(tables.claim_rates_by_world(d), design, len(designs)),
-            [tables.claim_rates_by_world], w.role("confirmatory", d)))
-        if (d["family"] == "linear").any():
-            w.attempt(f"Table D.3{tag}", "Claim rates by persistence", lambda: w.table(
-                f"Table D.3{tag}", _for_design(tables.claim_rates_by_persistence(d), design, len(designs)),
-                [tables.claim_rates_by_persistence], w.role("confirmatory", d)))
-        else:
-            w.skip(f"Table D.3{tag}", "Claim rates by persistence", "no linear worlds")
-        w.attempt(f"Table D.5{tag}", "Deployed test-window OOS R2", lambda: w.table(
-            f"Table D.5{tag}", _for_design(tables.deployed_oos_r2(d, data.baselines[data.baselines["design"] == design]),
-                                           design, len(designs)),
-            [tables.deployed_oos_r2], w.role("confirmatory", d)))
-        coded = d["coded"].astype(bool).any() if "coded" in d.columns else False
-        if coded:
-            w.attempt(f"Table D.4{tag}", "Search behaviour", lambda: w.table(
-                f"Table D.4{tag}", _for_design(behaviour.search_behaviour(d), design, len(designs)),
-                [behaviour.search_behaviour], "exploratory"))
-            w.attempt(f"Potency by R2{tag}", "Potency and gauge by R2", lambda: w.table(
-                f"Potency by R2{tag} (D.5)", _for_design(behaviour.potency_by_signal(d), design, len(designs)),
-                [behaviour.potency_by_signal], "exploratory", empty="no correct claims in linear signal worlds"))
-        else:
-            w.skip(f"Table D.4{tag}", "Search behaviour", "no transcripts on disk to code")
-        if _has_framing(d):
-            w.attempt(f"Framing{tag}", "Claim rates by framing", lambda: w.table(
-                f"Framing rates{tag} (section 3.3, Figure 3B)", _for_design(tables.framing_rates(d), design, len(designs)),
-                [tables.framing_rates], w.role("confirmatory", d), empty="no world was run under all three framings"))
-        else:
-            w.skip(f"Framing rates{tag}", "Claim rates by framing (section 3.3)", "no framing worlds (every run is neutral)")
-        w.draw(f"Figure 2{tag}", "Calibration", lambda: _figure2(w, d, design))
-        w.draw(f"Figure 3{tag}", "Models compared", lambda: _figure3(w, d, design, mc))
-        sim = matching.simulated_linear(mc, design)
-        if sim.empty or not matching.has_null(sim):
-            reason = (f"needs a Monte Carlo simulation of linear {design}-shock worlds with R2=0 (`--mc DIR`, "
-                      f"`planted mc --family linear --shocks {design}`)")
-            for paper in ("Figure 1", "Table D.2", "Appendix D.3 anchors", "Figure D.1"):
-                w.skip(f"{paper}{tag}", paper, reason)
+    context = _Context(w=w, data=data, mc=mc, runs=runs, models=model_order, local_models=list(local_models),
+                       root=root, n_boot=n_boot)
+    for entry in registry(context):
+        if entry.paper in exclude:
             continue
-        rng = generator(root, STREAMS["matched_power"], k)
-        w.attempt(f"Table D.2{tag}", "Matched power", lambda: w.table(
-            f"Table D.2{tag}", _for_design(matching.matched_power(d, sim, rng=rng, n_boot=n_boot), design, len(designs)),
-            [matching.matched_power, matched_difference], "exploratory"))
-        rng_a = generator(root, STREAMS["anchors"], k)
-        w.attempt(f"Appendix D.3 anchors{tag}", "Matched level anchors", lambda: w.table(
-            f"Appendix D.3 anchors{tag}", _for_design(matching.matched_anchors(
-                d, sim, data.baselines[data.baselines["design"] == design], rng=rng_a, n_boot=n_boot), design, len(designs)),
-            [matching.matched_anchors], "exploratory", empty="needs agent runs in linear worlds with R2=0 and 1%"))
-        w.draw(f"Figure 1{tag}", "Power curves", lambda: _figure1(w, d, design, sim))
-        w.draw(f"Figure D.1{tag}", "Frontiers", lambda: _figure_d1(w, d, design, sim))
-
-    # ---- Gaussian against bootstrap worlds
-    if gauss.empty:
-        for paper in ("Table F.1", "Figure 4"):
-            w.skip(paper, "Gaussian-shock worlds against bootstrap worlds", "no Gaussian-shock runs")
-    else:
-        w.attempt("Table F.1", "Gaussian vs bootstrap", lambda: w.table(
-            "Table F.1", tables.gaussian_vs_bootstrap(runs), [tables.gaussian_vs_bootstrap],
-            w.role("confirmatory", gauss)))
-        w.draw("Figure 4", "Gaussian claim rates", lambda: _figure4(w, runs, gauss))
-
-    # ---- pooled over designs (each table carries a design column)
-    w.attempt("Table F.2", "Holdout rule", lambda: w.table(
-        "Table F.2", tables.holdout_rule(runs), [tables.holdout_rule], "exploratory"))
-    w.attempt("Appendix F.2 thresholds", "Probability thresholds", lambda: w.table(
-        "Appendix F.2 thresholds", tables.probability_thresholds(runs), [tables.probability_thresholds], "exploratory"))
-    seed_c = substream(root, STREAMS["calibration"])
-    w.attempt("Calibration (D.4)", "Calibration measures", lambda: w.table(
-        "Calibration (D.4)", summaries.calibration_table(runs, seed=seed_c, n_boot=n_boot),
-        [summaries.calibration_table], w.role("confirmatory; own-model label exploratory", runs)))
-    w.attempt("Table E.2", "Recalibration", lambda: w.table(
-        "Table E.2", summaries.recalibration_table(runs), [summaries.recalibration_table], "exploratory",
-        empty="needs at least five worlds per model and design"))
-    w.attempt("Appendix D.7", "H5 and H6 in detail", lambda: w.table(
-        "Appendix D.7", summaries.prior_and_complexity(runs), [summaries.prior_and_complexity], "exploratory"))
-    seed_e = substream(root, STREAMS["models_compared"])
-    w.attempt("Table E.1", "Models compared", lambda: w.table(
-        "Table E.1", summaries.models_compared(runs, mc=mc, seed=seed_e, n_boot=n_boot, models=model_order),
-        [summaries.models_compared], "exploratory",
-        "one model: a one-column summary (no comparison)" if single else ""))
-    if single:
-        w.skip("Model agreement (section 4.2)", "Cohen's kappa between models", "one model only: agreement between "
-               "models needs at least two models run on the same worlds")
-    else:
-        w.attempt("Model agreement (section 4.2)", "Agreement between models", lambda: w.table(
-            "Model agreement (section 4.2)", summaries.model_agreement_table(runs, models=model_order),
-            [summaries.model_agreement_table], "exploratory", empty="needs two models run on common worlds"))
-    if _has_replicates(runs):
-        rng_r = generator(root, STREAMS["replicates"])
-        w.attempt("Replicates (F.1, F.2)", "Replicate agreement", lambda: w.table(
-            "Replicates (F.1, F.2)", summaries.replicate_table(runs, rng=rng_r, n_boot=n_boot),
-            [summaries.replicate_table], w.role("confirmatory; within-world share and P(disagree) exploratory", runs)))
-    else:
-        w.skip("Replicates (F.1, F.2)", "Run-to-run agreement", "no replicates: no world was run more than once "
-               "under neutral framing")
-    w.attempt("Artifact: runs (5.1, E.1)", "Flagged runs", lambda: w.table(
-        "Artifact: runs (5.1, E.1)", artifact.artifact_runs(runs), [artifact.artifact_runs], "exploratory"))
-    if data.worlds.empty:
-        w.skip("Artifact: worlds (5.1)", "Repeated-value shares", "no world files on disk")
-    else:
-        w.attempt("Artifact: worlds (5.1)", "Repeated-value shares", lambda: w.table(
-            "Artifact: worlds (5.1)", artifact.artifact_worlds(data.worlds, runs), [artifact.artifact_worlds], "exploratory"))
+        if entry.skip is not None or entry.make is None:
+            w.skip(entry.paper, entry.description, entry.skip or "nothing to build")
+        elif entry.figure:
+            w.draw(entry.paper, entry.description, entry.make)
+        else:
+            w.attempt(entry.paper, entry.description, entry.make)
 
     (out / "report.md").write_text("# planted report: all tables and figures\n\nSee [index.md](index.md) for what made "
                                    "each output.\n\n" + "\n".join(w.sections), encoding="utf-8")

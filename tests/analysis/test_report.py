@@ -176,3 +176,20 @@ def test_the_grid_writes_every_column_of_the_run_record(tmp_path):
     row = run_row(result)
     assert row.schema_version == RUNS_SCHEMA_VERSION and row.test_oos_r2 == 0.01 and row.holdout_cw_p == 0.2
     assert json.loads(row.seed_entropy) == [1, 2**100] and list(vars(row)) == run_columns()
+
+
+def test_removing_an_output_changes_no_other_outputs_bytes(multi_model, tmp_path):
+    """The report is a registry with a named random stream per output: leaving Table D.2 out (or the
+    calibration table, which draws per model) moves no byte of any other output."""
+    runs, mcs = multi_model
+    full = write_report(runs, tmp_path / "full", mcs, models=["opus", "sol", "qwen"], n_boot=50, seed=3)
+    for left_out in ("Table D.2", "Calibration (D.4)"):
+        part = write_report(runs, tmp_path / left_out, mcs, models=["opus", "sol", "qwen"], n_boot=50, seed=3,
+                            exclude=[left_out])
+        gone = {f for o in full if o.paper == left_out for f in o.files}
+        assert gone and not gone & {f for o in part for f in o.files}
+        listings = {"index.md", "report.md", "outputs.json"}
+        names = {p.name for p in (tmp_path / "full").iterdir()} - gone - listings
+        assert names == {p.name for p in (tmp_path / left_out).iterdir()} - listings
+        for name in sorted(names):
+            assert (tmp_path / "full" / name).read_bytes() == (tmp_path / left_out / name).read_bytes(), name
