@@ -49,18 +49,9 @@ import numpy as np
 import pandas as pd
 
 from planted._typing import Float64Array, Int64Array
-from planted.agents.sandbox import (
-    KIB,
-    MIB,
-    BwrapSandbox,
-    SandboxLimits,
-    UnsafeLocalSandbox,
-    exit_status,
-    finish,
-    kill_process_tree,
-    stage_file,
-    watch_tree,
-)
+from planted.agents.calls import exit_status, finish, kill_process_tree, stage_file, watch_tree
+from planted.agents.limits import KIB, MIB, SandboxLimits
+from planted.agents.sandbox import BwrapSandbox, UnsafeLocalSandbox
 from planted.agents.tools import encodable
 from planted.agents.watchdog import TreeWatch
 from planted.agents.workspace_files import MODEL_FILE_CAP, WorkspaceFileError, read_workspace_file, remove_tree

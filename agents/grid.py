@@ -15,9 +15,7 @@ rerun of the same command does only what is missing, never duplicates a run and 
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import shutil
 import subprocess
 import threading
 import traceback

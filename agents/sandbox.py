@@ -1,5 +1,9 @@
 """The agent's ``run_python`` sandbox: every call is a fresh Python process inside bubblewrap.
 
+This module builds the sandbox (what is mounted, the environment, the user, the filter); the limits
+and results are in :mod:`planted.agents.limits`, the host's side of a call (reading, watching,
+killing, classifying) in :mod:`planted.agents.calls`.
+
 What the sandboxed process sees (SPEC 2.3, ``docs/security.md``):
 
 * a read-only system: ``/usr``, the ``/bin``, ``/sbin``, ``/lib*`` links or directories, the few
@@ -64,31 +68,20 @@ reproducible floating point, and few threads against the process limit).
 from __future__ import annotations
 
 import os
-import selectors
 import shutil
-import signal
 import stat
 import subprocess
 import sys
 import tempfile
-import time
 import weakref
 import zlib
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from planted.agents.agent_env import FORBIDDEN_MODULES, AgentEnvironment, agent_environment
+from planted.agents.calls import kill_process_tree, run_python_call, tasks_of
+from planted.agents.limits import GIB, KIB, MIB, LimitHit, RunResult, SandboxLimits
 from planted.agents.seccomp import seccomp_program
-from planted.agents.watchdog import TreeWatch
-from planted.agents.workspace_files import disk_usage, remove_changed_since
-
-LimitHit = Literal["wall_time", "cpu_time", "memory", "processes", "output", "file_size", "disk"]
-"""Which limit stopped a run (each confirmed by the host)."""
-
-KIB = 1024
-MIB = 1024 * KIB
-GIB = 1024 * MIB
 
 WORKSPACE = "/workspace"
 """Where the writable workspace appears inside the sandbox."""
@@ -101,30 +94,6 @@ FILES_ROOT = "/sandbox"
 _UID_BASE = 2_000_000_000
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives")
 
-# The process the sandbox starts runs the code as __main__ (runpy) from its read-only file and, on
-# an uncaught exception, prints the traceback without the runner's frames. It reports nothing else:
-# what stopped a run is measured by the host. (``-S`` would save ~25 ms of start-up but its flags
-# are inherited by multiprocessing/joblib workers, which then miss site-packages.)
-_RUNNER = """\
-import os, sys
-path = sys.argv[1]
-sys.argv = [path]
-sys.path.insert(0, os.getcwd())
-try:
-    import runpy
-    runpy.run_path(path, run_name="__main__")
-except SystemExit:
-    raise
-except BaseException as exc:
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename != path:
-        tb = tb.tb_next
-    if tb is not None:
-        exc.__traceback__ = tb
-    sys.excepthook(type(exc), exc, exc.__traceback__)
-    sys.exit(1)
-"""
-
 # Run once per process and environment in a trial sandbox: the forbidden modules must be absent.
 _ENVIRONMENT_CHECK = """\
 import importlib.util, sys
@@ -135,156 +104,6 @@ print(",".join(found))
 
 class SandboxUnavailableError(RuntimeError):
     """bubblewrap (or a util-linux helper) is missing, or cannot create a sandbox on this host."""
-
-
-@dataclass(frozen=True)
-class SandboxLimits:
-    """Resource limits of one sandboxed call (see the module docstring for how each is enforced).
-
-    Attributes
-    ----------
-    cpu_seconds : int
-        CPU time per process (``RLIMIT_CPU``), seconds.
-    wall_seconds : float
-        Wall time of the whole call, seconds, measured from the start of bwrap.
-    memory_bytes : int
-        Resident memory of the whole process tree (host-measured), bytes; each process's address
-        space (``RLIMIT_AS``) is limited to twice this.
-    processes : int
-        Processes and threads of the sandbox's user (``RLIMIT_NPROC``).
-    output_bytes : int
-        Combined stdout + stderr returned to the caller; beyond it the run is killed.
-    file_bytes : int
-        Largest file the code may write (``RLIMIT_FSIZE``).
-    disk_bytes : int
-        Total bytes under the workspace (with the unlinked files held open on its file system).
-    files : int
-        Files, directories and links under the workspace (directories may nest at most 64 deep).
-    open_files : int
-        Open file descriptors per process (``RLIMIT_NOFILE``).
-    tmp_bytes : int
-        Size of each of the private tmpfs ``/tmp`` and ``/dev/shm``.
-    threads : int
-        Value of ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` and ``MKL_NUM_THREADS`` inside.
-    """
-
-    cpu_seconds: int = 60
-    wall_seconds: float = 120.0
-    memory_bytes: int = 4 * GIB
-    processes: int = 64
-    output_bytes: int = 64 * KIB
-    file_bytes: int = 1 * GIB
-    disk_bytes: int = 2 * GIB
-    files: int = 20_000
-    open_files: int = 512
-    tmp_bytes: int = 512 * MIB
-    threads: int = 1
-
-    def __post_init__(self) -> None:
-        for name in ("cpu_seconds", "wall_seconds", "memory_bytes", "processes", "output_bytes", "file_bytes",
-                     "disk_bytes", "files", "open_files", "tmp_bytes"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"SandboxLimits.{name} must be positive, got {getattr(self, name)!r}")
-        if self.threads < 1:
-            raise ValueError(f"SandboxLimits.threads must be at least 1, got {self.threads}")
-        if self.processes < 3:
-            raise ValueError(
-                f"SandboxLimits.processes must allow the interpreter and a child, got {self.processes}"
-            )
-
-    def describe(self) -> dict[str, Any]:
-        """The limits as JSON types (stamped into every run record)."""
-        return asdict(self)
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
-        if n >= scale and n % scale == 0:
-            return f"{n // scale} {unit}"
-    return f"{n} bytes"
-
-
-def _limit_message(hit: LimitHit, limits: SandboxLimits) -> str:
-    messages = {
-        "wall_time": f"The run exceeded the wall-time limit of {limits.wall_seconds:g} s and was killed with all "
-        "its processes. Make the code faster, or save intermediate results under /workspace and "
-        "continue in a later call.",
-        "cpu_time": f"A process exceeded the CPU-time limit of {limits.cpu_seconds} s and was killed. Reduce "
-        "the computation (fewer candidates, folds or iterations).",
-        "memory": f"The processes of the run used more than {_size(limits.memory_bytes)} of memory together "
-        "and were killed. Use smaller arrays, fewer workers, or process the data in pieces.",
-        "processes": f"The run reached the limit of {limits.processes} processes and threads. Do not start "
-        "more workers (use n_jobs=1).",
-        "output": f"The output passed the limit of {_size(limits.output_bytes)} (stdout and stderr "
-        "combined); the rest was discarded and the run was killed. Print summaries, not whole tables, or "
-        "write large results to a file under /workspace.",
-        "file_size": f"A file reached the limit of {_size(limits.file_bytes)} per file; writing more failed.",
-        "disk": f"The workspace passed its limits ({_size(limits.disk_bytes)} in total, {limits.files} files and "
-        "directories, nested at most 64 deep; unlinked files still held open count too); the run was killed and "
-        "what it wrote was removed.",
-    }
-    return messages[hit]
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """Outcome of one ``run_python`` call.
-
-    Attributes
-    ----------
-    stdout, stderr : str
-        What the code printed (UTF-8, undecodable bytes replaced), at most ``limits.output_bytes``
-        bytes together.
-    exit_code : int or None
-        Exit status of the code's process; ``128 + N`` when a signal N killed it (shell
-        convention); None when the sandbox killed it (wall time, output, memory or disk).
-    limit_hit : {"wall_time", "cpu_time", "memory", "processes", "output", "file_size", "disk"} or None
-        The limit that stopped the run, if any, as the host measured it.
-    wall_seconds : float
-        Wall time from starting the sandbox to collecting the result.
-    truncated : bool
-        Whether output beyond ``limits.output_bytes`` was discarded.
-    limits : SandboxLimits
-        The limits the run was held to.
-    removed : tuple of str
-        Workspace entries removed after a disk-limit hit (paths relative to ``/workspace``, each
-        written as a JSON string).
-    """
-
-    stdout: str
-    stderr: str
-    exit_code: int | None
-    limit_hit: LimitHit | None
-    wall_seconds: float
-    truncated: bool
-    limits: SandboxLimits = field(repr=False)
-    removed: tuple[str, ...] = ()
-
-    def observation(self) -> str:
-        """The text returned to the agent: what stopped the run (if anything), exit status, output."""
-        lines = []
-        if self.limit_hit is not None:
-            lines.append(f"LIMIT HIT ({self.limit_hit}): {_limit_message(self.limit_hit, self.limits)}")
-        if self.removed:
-            shown = ", ".join(self.removed[:20]) + (f" and {len(self.removed) - 20} more" if len(self.removed) > 20 else "")
-            lines.append(f"removed: {shown}")
-        if self.exit_code is None:
-            status = "none (killed by the sandbox)"
-        elif 128 < self.exit_code < 128 + signal.NSIG:
-            number = self.exit_code - 128
-            status = f"{self.exit_code} (killed by signal {number}: {signal.strsignal(number)})"
-        else:
-            status = str(self.exit_code)
-        lines.append(f"exit code: {status}")
-        lines.append("stdout:" if self.stdout else "stdout: (empty)")
-        if self.stdout:
-            lines.append(self.stdout.rstrip("\n"))
-        lines.append("stderr:" if self.stderr else "stderr: (empty)")
-        if self.stderr:
-            lines.append(self.stderr.rstrip("\n"))
-        if self.truncated:
-            lines.append(f"[output truncated at {_size(self.limits.output_bytes)}]")
-        return "\n".join(lines)
 
 
 class Sandbox(Protocol):
@@ -347,227 +166,6 @@ def _rlimits(prlimit: str, limits: SandboxLimits, *, processes: bool) -> list[st
     if processes:
         argv.append(f"--nproc={limits.processes}")
     return [*argv, "--"]
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    stdout: bytes
-    stderr: bytes
-    exit_code: int | None
-    killed_for: LimitHit | None
-    saturated: bool
-    cpu_seconds: float
-    wall_seconds: float
-    truncated: bool
-
-
-def kill_process_tree(proc: subprocess.Popen) -> None:
-    """SIGKILL the process group of ``proc`` (started with ``start_new_session=True``).
-
-    For a bwrap sandbox this kills bwrap, whose PID namespace then dies with every process in it.
-    Does nothing once ``proc`` has been reaped (its id may then belong to another process).
-    """
-    if proc.returncode is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-def exit_status(proc: subprocess.Popen) -> int:
-    """Wait for ``proc`` and return its exit code, ``128 + N`` when signal N killed it."""
-    code = proc.wait()
-    return 128 - code if code < 0 else code
-
-
-def finish(proc: subprocess.Popen, tasks: Callable[[], int] | None, grace: float = 5.0) -> int:
-    """Kill what is left of ``proc``'s tree, reap it, return its exit code (see :func:`exit_status`).
-
-    With ``tasks`` (the sandbox's process counter), also wait up to ``grace`` seconds until it is 0:
-    the kernel tears a dead PID namespace down asynchronously, and nothing may outlive the call.
-    """
-    kill_process_tree(proc)
-    code = exit_status(proc)
-    if tasks is not None:
-        gone_by = time.monotonic() + grace
-        while tasks() and time.monotonic() < gone_by:
-            time.sleep(0.005)
-    return code
-
-
-def _collect(proc: subprocess.Popen, limits: SandboxLimits, started: float, watch: TreeWatch,
-             tasks: Callable[[], int] | None) -> _Outcome:
-    """Read stdout/stderr up to the cap and the deadline, kill the tree on either, reap it.
-
-    ``watch`` samples the tree's memory, tasks and the workspace meanwhile (and kills on a breach);
-    ``tasks`` counts the sandbox's processes at the end until none is left.
-    """
-    assert proc.stdout is not None and proc.stderr is not None
-    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
-    buffers = {out_fd: bytearray(), err_fd: bytearray()}
-    selector = selectors.DefaultSelector()
-    for fd in buffers:
-        os.set_blocking(fd, False)
-        selector.register(fd, selectors.EVENT_READ)
-    total, truncated = 0, False
-    killed_for: LimitHit | None = None
-    deadline = started + limits.wall_seconds
-    with watch:
-        while selector.get_map() and killed_for is None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                killed_for = "wall_time"
-                break
-            for key, _ in selector.select(remaining):
-                chunk = os.read(key.fd, 64 * KIB)
-                if not chunk:
-                    selector.unregister(key.fd)
-                    continue
-                room = limits.output_bytes - total
-                buffers[key.fd] += chunk[:room]
-                total += min(len(chunk), room)
-                if len(chunk) > room:
-                    truncated, killed_for = True, "output"
-                    break
-        if killed_for is not None:
-            kill_process_tree(proc)
-            _drain(selector, grace=5.0)
-    selector.close()
-    if watch.breach is not None and killed_for is None:
-        killed_for = watch.breach
-    exit_code = finish(proc, tasks)
-    proc.stdout.close()
-    proc.stderr.close()
-    return _Outcome(
-        stdout=bytes(buffers[out_fd]),
-        stderr=bytes(buffers[err_fd]),
-        exit_code=None if killed_for is not None else exit_code,
-        killed_for=killed_for,
-        saturated=watch.saturated,
-        cpu_seconds=watch.peak_process_cpu,
-        wall_seconds=time.monotonic() - started,
-        truncated=truncated,
-    )
-
-
-def _drain(selector: selectors.BaseSelector, grace: float) -> None:
-    """Discard what killed processes still write until their pipes close (at most ``grace`` s)."""
-    deadline = time.monotonic() + grace
-    while selector.get_map() and (remaining := deadline - time.monotonic()) > 0:
-        for key, _ in selector.select(remaining):
-            if not os.read(key.fd, 64 * KIB):
-                selector.unregister(key.fd)
-
-
-def cpu_slack(limit: float) -> float:
-    """How far below the CPU limit a process may last have been sampled and still count as having hit it.
-
-    The larger of 0.25 s and 2% of the limit: the sampling thread can lag by a tenth of a second on
-    a loaded machine. A process that stops on its own within the slack is reported as a hit; one
-    killed at the limit while the sampler lagged by more is not (its exit status still says SIGXCPU).
-    """
-    return max(0.25, 0.02 * limit)
-
-
-def _classify(outcome: _Outcome, limits: SandboxLimits, largest_written: int) -> LimitHit | None:
-    """The limit that stopped a run, from the host's measurements only.
-
-    In order: the limits the host stopped the run for (wall time, output, memory, disk), except that
-    a tree seen at its process limit is reported as ``processes`` (a fork bomb also floods the
-    output and runs out the clock); CPU time (the host saw a process of the tree, whichever, use the
-    limit, less the sampling slack of :func:`cpu_slack`: the kernel stops a process there); a
-    file at the file-size cap among those the call wrote or held open (``largest_written``).
-    """
-    if outcome.saturated:
-        return "processes"
-    if outcome.killed_for is not None:
-        return outcome.killed_for
-    if outcome.cpu_seconds >= limits.cpu_seconds - cpu_slack(limits.cpu_seconds):
-        return "cpu_time"
-    if largest_written >= limits.file_bytes:
-        return "file_size"
-    return None
-
-
-def _tasks_of(uid: int) -> int:
-    """Processes and threads on the host owned by ``uid`` (what ``RLIMIT_NPROC`` counts)."""
-    count = 0
-    for entry in os.scandir("/proc"):
-        try:
-            if not entry.name.isdigit() or entry.stat().st_uid != uid:
-                continue
-            with open(f"/proc/{entry.name}/status", "rb") as status:
-                text = status.read()
-        except OSError:  # the process ended meanwhile
-            continue
-        count += int(text.split(b"\nThreads:", 1)[1].split(None, 1)[0])
-    return count
-
-
-def stage_file(directory: Path, name: str, text: str | bytes) -> Path:
-    """Write ``text`` to ``directory / name``, readable by the sandbox's user (mode 0444).
-
-    Text is encoded as UTF-8 with lone surrogates passed through as bytes (the interpreter then
-    reports the invalid source as a syntax error, which the agent sees), never an encoding error
-    on the host.
-    """
-    path = directory / name
-    path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass"))
-    path.chmod(0o444)
-    return path
-
-
-class _Spawner(Protocol):
-    @property
-    def limits(self) -> SandboxLimits: ...
-
-    @property
-    def workspace(self) -> Path: ...
-
-    def files_root(self, files_dir: Path) -> str: ...
-
-    def spawn(self, python_args: Sequence[str], files_dir: Path | None, *, stdin: int) -> subprocess.Popen: ...
-
-    @property
-    def tasks(self) -> Callable[[], int] | None: ...
-
-
-def watch_tree(sandbox: _Spawner, proc: subprocess.Popen) -> TreeWatch:
-    """The host-side watch of the process tree of ``proc`` and the sandbox's workspace."""
-    limits = sandbox.limits
-    return TreeWatch(proc.pid, memory_bytes=limits.memory_bytes, processes=limits.processes,
-                     workspace=sandbox.workspace, disk_bytes=limits.disk_bytes, files=limits.files)
-
-
-def _run_python(sandbox: _Spawner, code: str) -> RunResult:
-    with tempfile.TemporaryDirectory(prefix="planted-run-") as tmp:
-        files_dir = Path(tmp)
-        stage_file(files_dir, "main.py", code)
-        script = f"{sandbox.files_root(files_dir)}/main.py"
-        since = time.time_ns()
-        started = time.monotonic()
-        proc = sandbox.spawn(["-I", "-B", "-u", "-X", "utf8", "-c", _RUNNER, script], files_dir,
-                             stdin=subprocess.DEVNULL)
-        watch = watch_tree(sandbox, proc)
-        outcome = _collect(proc, sandbox.limits, started, watch, sandbox.tasks)
-    limits = sandbox.limits
-    usage = disk_usage(sandbox.workspace, changed_since_ns=since)
-    hit = _classify(outcome, limits, max(usage.largest_changed, watch.largest_open_file))
-    over = usage.bytes > limits.disk_bytes or usage.entries > limits.files or usage.too_deep
-    removed: tuple[str, ...] = ()
-    if hit == "disk" or over:
-        hit = "disk" if hit in (None, "file_size", "cpu_time") else hit
-        removed = tuple(remove_changed_since(sandbox.workspace, since))
-    return RunResult(
-        stdout=outcome.stdout.decode("utf-8", errors="replace"),
-        stderr=outcome.stderr.decode("utf-8", errors="replace"),
-        exit_code=outcome.exit_code,
-        limit_hit=hit,
-        wall_seconds=outcome.wall_seconds,
-        truncated=outcome.truncated,
-        limits=limits,
-        removed=removed,
-    )
 
 
 def _sandbox_uid(workspace: Path) -> int:
@@ -717,7 +315,7 @@ class BwrapSandbox:
     def tasks(self) -> Callable[[], int] | None:
         """Counter of the sandbox's processes and threads (its own uid's), when the host runs as root."""
         uid = self.uid
-        return (lambda: _tasks_of(uid)) if self._as_root else None
+        return (lambda: tasks_of(uid)) if self._as_root else None
 
     def files_root(self, files_dir: Path) -> str:
         """Where the files of ``files_dir`` appear inside the sandbox (``/sandbox``)."""
@@ -804,7 +402,7 @@ class BwrapSandbox:
         RunResult
             Output, exit status and the limit that stopped the run, if any.
         """
-        return _run_python(self, code)
+        return run_python_call(self, code)
 
 
 def _start(argv: list[str], *, stdin: int, pass_fds: Sequence[int], **kwargs: Any) -> subprocess.Popen:
@@ -875,4 +473,9 @@ class UnsafeLocalSandbox:
 
     def run_python(self, code: str) -> RunResult:
         """Run ``code`` as ``__main__`` in a fresh, unsandboxed Python process (see :class:`BwrapSandbox`)."""
-        return _run_python(self, code)
+        return run_python_call(self, code)
+
+
+__all__ = ["DATA_PATH", "GIB", "KIB", "MIB", "WORKSPACE", "BwrapSandbox", "LimitHit", "RunResult", "Sandbox",
+           "SandboxLimits", "SandboxUnavailableError", "UnsafeLocalSandbox", "ensure_plain_directory",
+           "parent_directories", "require_program"]

@@ -13,7 +13,6 @@ Every file is written to a temporary name and renamed, so a crash never leaves h
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
