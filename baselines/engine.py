@@ -251,3 +251,36 @@ def procedure_kinds(names: Iterable[str]) -> dict[str, str]:
 def linear_grid(r2_levels: Sequence[float], shocks: str, phis=(0.5, 0.95), rhos=(0.0, -0.8)) -> list[WorldSpec]:
     """The linear cells for the given R2 levels (pooled over phi and rho in the claim-rate summaries)."""
     return [WorldSpec(family="linear", r2=r2, phi=phi, rho=rho, shocks=shocks) for r2 in r2_levels for phi in phis for rho in rhos]
+
+
+def cells_for(family: str, *, shocks: str | None, r2: Sequence[float] = (), phi: Sequence[float] = (),
+              rho: Sequence[float] = (), factor: str | None = None) -> list[WorldSpec]:
+    """The cells ``planted mc`` simulates: linear cells cross R2 x phi x rho; injected cells one per R2;
+    a trap family is one cell (its parameters are fixed by SPEC 1.3)."""
+    if family == "linear":
+        return [WorldSpec(family="linear", r2=a, phi=b, rho=c, shocks=shocks) for a in r2 for b in phi for c in rho]
+    if family == "injected":
+        return [WorldSpec(family="injected", factor=factor, r2=a) for a in r2]
+    return [WorldSpec(family=family, shocks=shocks)]
+
+
+def connect_cluster(backend: str, scheduler: str | None) -> tuple[object | None, str | None]:
+    """Attach joblib to a Dask or Ray cluster (``backend`` ``dask`` or ``ray``).
+
+    Returns the client, which the caller keeps while it simulates (a Dask cluster started here
+    lives as long as its client), and the scheduler's address. ``dask`` without an address starts
+    an in-process cluster; ``loky`` and ``threading`` need nothing (``(None, None)``).
+    """
+    if backend == "dask":
+        from distributed import Client
+
+        client = Client(scheduler) if scheduler else Client(processes=False)
+        return client, str(client.scheduler.address)
+    if backend == "ray":
+        import ray
+        from ray.util.joblib import register_ray
+
+        ray.init(address=scheduler)
+        register_ray()
+        return ray, scheduler or "local ray"
+    return None, None

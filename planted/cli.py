@@ -127,20 +127,12 @@ def _floats(text: str) -> list[float]:
 
 
 def cmd_mc(args: argparse.Namespace) -> int:
-    from planted.baselines.engine import SimulationConfig, simulate
+    from planted.baselines.engine import SimulationConfig, cells_for, connect_cluster, simulate
     from planted.baselines.summary import rate_table, summarise
-    from planted.worlds import WorldSpec, repeated_value_share
+    from planted.worlds import repeated_value_share
 
     shocks = None if args.family == "injected" else args.shocks
-    if args.family == "linear":
-        cells = [
-            WorldSpec(family="linear", r2=r2, phi=phi, rho=rho, shocks=shocks)
-            for r2 in args.r2 for phi in args.phi for rho in args.rho
-        ]
-    elif args.family == "injected":
-        cells = [WorldSpec(family="injected", factor=args.factor, r2=r2) for r2 in args.r2]
-    else:
-        cells = [WorldSpec(family=args.family, shocks=shocks)]
+    cells = cells_for(args.family, shocks=shocks, r2=args.r2, phi=args.phi, rho=args.rho, factor=args.factor)
     config = SimulationConfig(
         cells=cells, worlds_per_cell=args.worlds_per_cell, procedures=args.procedures.split(","),
         seed=args.seed, chunk_size=args.chunk_size, n_jobs=args.n_jobs, backend=args.backend,
@@ -149,18 +141,11 @@ def cmd_mc(args: argparse.Namespace) -> int:
     pool = config.pool.load(config.factor_file)
     repeated = repeated_value_share(pool)
     pool_facts = {"source": pool.source, "residuals": pool.size, "sha256": pool.sha256, "repeated_value_share": repeated}
-    if args.backend == "dask":
-        from distributed import Client
-
-        client = Client(args.scheduler) if args.scheduler else Client(processes=False)
-        print(f"dask scheduler: {client.scheduler.address}", file=sys.stderr)
-    elif args.backend == "ray":
-        import ray
-        from ray.util.joblib import register_ray
-
-        ray.init(address=args.scheduler)
-        register_ray()
+    cluster, address = connect_cluster(args.backend, args.scheduler)  # kept alive until the simulation is done
+    if address:
+        print(f"{args.backend} scheduler: {address}", file=sys.stderr)
     table = simulate(config, args.out, progress=not args.json)
+    del cluster
     summary = summarise(table, args.alpha, args.match_null_rate)
     if args.json:
         print(json.dumps({k: summary[k] for k in summary if k != "intervals"} | {"intervals": summary["intervals"],
@@ -178,9 +163,9 @@ def cmd_mc(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from planted.agents.runner import prepare_run
     from planted.agents.vllm_server import planned_url, serving
-    from planted.config import compose_study
+    from planted.config import compose_model
 
-    model = compose_study("smoke", args.model)["model"]
+    model = compose_model(args.model)
 
     def prepare(base_url: str | None):
         return prepare_run(
@@ -202,9 +187,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from planted.agents.vllm_server import serve_forever
-    from planted.config import ConfigError, compose_study
+    from planted.config import ConfigError, compose_model
 
-    model = compose_study("smoke", args.model, args.override or [])["model"]
+    model = compose_model(args.model, args.override or [])
     if not model.get("vllm"):
         raise ConfigError(f"model {args.model!r} has no vllm section: nothing to serve locally (try --model qwen)")
     return serve_forever(model["vllm"], log=args.log)
@@ -215,9 +200,9 @@ def cmd_probe_memorization(args: argparse.Namespace) -> int:
     from planted.agents.registry import make_backend
     from planted.agents.transcript import EventLog
     from planted.agents.vllm_server import serving
-    from planted.config import ConfigError, compose_study
+    from planted.config import ConfigError, compose_model
 
-    model = compose_study("smoke", args.model, args.override or [])["model"]
+    model = compose_model(args.model, args.override or [])
     cutoff = knowledge_cutoff(model, args.cutoff)
     series, dataset = probe_series(args.factor, args.data)
     out = args.out / f"{args.model}-{args.factor}-seed{args.seed}"

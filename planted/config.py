@@ -63,9 +63,9 @@ def compose_study(study: str, model: str, overrides: Sequence[str] = ()) -> dict
 
     root = conf_dir()
     if study.endswith((".yaml", ".yml")) and Path(study).is_file():
-        base = compose_study("smoke", model)
         merged = OmegaConf.merge(
-            OmegaConf.create({"model": base["model"], "study": OmegaConf.load(study)}), OmegaConf.from_dotlist(list(overrides))
+            OmegaConf.create({"model": compose_model(model), "study": OmegaConf.load(study)}),
+            OmegaConf.from_dotlist(list(overrides)),
         )
         composed: dict[str, Any] = OmegaConf.to_container(merged, resolve=True)  # type: ignore[assignment]
         return _checked(composed, study)
@@ -92,3 +92,31 @@ def _checked(composed: dict[str, Any], source: str) -> dict[str, Any]:
 
     StudyConfig.from_dict(composed.get("study"), source)
     return composed
+
+
+def compose_model(model: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """The ``model`` section alone: ``model/<model>.yaml`` with overrides (``model.max_tokens=4000``).
+
+    Raises
+    ------
+    ConfigError
+        When the model config does not exist (the message lists the available ones) or an override
+        does not apply.
+    """
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    root = conf_dir() / "model"
+    path = root / f"{model}.yaml"
+    if not path.is_file():
+        available = sorted(p.stem for p in root.glob("*.yaml"))
+        raise ConfigError(f"unknown model {model!r}; available: {', '.join(available)}")
+    try:
+        merged = OmegaConf.merge(OmegaConf.create({"model": OmegaConf.load(path)}), OmegaConf.from_dotlist(list(overrides)))
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"could not apply the overrides {list(overrides)} to model {model!r}: {exc}") from None
+    composed: dict[str, Any] = OmegaConf.to_container(merged, resolve=True)  # type: ignore[assignment]
+    unknown = sorted(set(composed) - {"model"})
+    if unknown:
+        raise ConfigError(f"overrides of a model start with 'model.', got {unknown}")
+    return composed["model"]

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from planted.cli import main
 
 ARGS = ["world", "build", "--family", "linear", "--r2", "0.01", "--phi", "0.95", "--rho", "-0.8",
@@ -62,3 +64,24 @@ def test_missing_api_key_is_reported_before_any_world_is_built(tmp_path, capsys,
     assert main(["run", "--study", "smoke", "--model", "opus", "--out", str(tmp_path)]) == 2
     assert "ANTHROPIC_API_KEY" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_compose_model_is_the_model_section_alone():
+    """compose_model gives what composing a whole study gives for its model, overrides included."""
+    from planted.config import ConfigError, compose_model, compose_study
+
+    assert compose_model("opus") == compose_study("smoke", "opus")["model"]
+    assert compose_model("opus", ["model.max_tokens=4000"])["max_tokens"] == 4000
+    with pytest.raises(ConfigError, match="available: .*opus"):
+        compose_model("nope")
+    with pytest.raises(ConfigError, match="start with 'model.'"):
+        compose_model("opus", ["study.budget=3"])
+
+
+def test_mc_cells_are_crossed_by_the_engine():
+    from planted.baselines.engine import cells_for
+
+    linear = cells_for("linear", shocks="gaussian", r2=[0.0, 0.01], phi=[0.95, 0.99], rho=[-0.8])
+    assert [(c.r2, c.phi) for c in linear] == [(0.0, 0.95), (0.0, 0.99), (0.01, 0.95), (0.01, 0.99)]
+    assert [c.r2 for c in cells_for("injected", shocks=None, r2=[0.01, 0.04], factor="HML")] == [0.01, 0.04]
+    assert len(cells_for("reversal", shocks="bootstrap")) == 1
