@@ -162,20 +162,3 @@ class AnthropicSession:
                 break
             self.log.write("pause_turn", backend="anthropic", turn=self.turn, continuation=continuation + 1)
         return ModelTurn(calls, "\n".join(texts), reply.stop_reason, usage, reply.served_model)
-
-
-class AnthropicBackend:
-    """Claude via the Messages API; one SDK client shared by the episodes (it is thread-safe)."""
-
-    name = "anthropic"
-
-    def __init__(self, config: ModelConfig, *, api_key: str, base_url: str | None = None):
-        self.config = config
-        self._api_key = api_key
-        self.client = anthropic.Anthropic(api_key=api_key, base_url=base_url, max_retries=0,
-                                          timeout=config.request_timeout_s)
-
-    def open_session(self, *, system: str, user: str, tools: dict[str, dict[str, Any]], log: EventLog) -> AnthropicSession:
-        """Start an episode's conversation (nothing is sent until the first turn)."""
-        return AnthropicSession(client=self.client, config=self.config, system=system, user=user, tools=tools,
-                                log=log, api_key=self._api_key)

@@ -124,20 +124,3 @@ class CompatSession:
                            count=self.unparsed_tool_calls)
         stop = STOP_REASONS.get(reply.stop_reason, reply.stop_reason)
         return ModelTurn(calls, text, stop, usage, reply.served_model)
-
-
-class CompatBackend:
-    """An OpenAI-compatible chat-completions server (a local vLLM for the ``qwen`` config)."""
-
-    name = "openai_compat"
-
-    def __init__(self, config: ModelConfig, *, api_key: str, base_url: str | None = None):
-        self.config = config
-        self._api_key = api_key
-        self.client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0,
-                                    timeout=config.request_timeout_s)
-
-    def open_session(self, *, system: str, user: str, tools: dict[str, dict[str, Any]], log: EventLog) -> CompatSession:
-        """Start an episode's conversation (nothing is sent until the first turn)."""
-        return CompatSession(client=self.client, config=self.config, system=system, user=user, tools=tools,
-                             log=log, api_key=self._api_key)

@@ -123,20 +123,3 @@ class OpenAISession:
                  for item in output if item.get("type") == "function_call"]
         self.caller.note_malformed(calls, turn=self.turn)
         return ModelTurn(calls, text, reply.stop_reason, usage, reply.served_model)
-
-
-class OpenAIBackend:
-    """OpenAI models via the Responses API; one SDK client shared by the episodes."""
-
-    name = "openai"
-
-    def __init__(self, config: ModelConfig, *, api_key: str, base_url: str | None = None):
-        self.config = config
-        self._api_key = api_key
-        self.client = openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0,
-                                    timeout=config.request_timeout_s)
-
-    def open_session(self, *, system: str, user: str, tools: dict[str, dict[str, Any]], log: EventLog) -> OpenAISession:
-        """Start an episode's conversation (nothing is sent until the first turn)."""
-        return OpenAISession(client=self.client, config=self.config, system=system, user=user, tools=tools,
-                             log=log, api_key=self._api_key)

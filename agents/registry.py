@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from planted.agents.backend import Backend, FatalBackendError
+from planted.agents.backend import Backend, FatalBackendError, Session
 from planted.agents.retry import Prices, RetryPolicy
 from planted.config import check_keys
+
+if TYPE_CHECKING:
+    from planted.agents.transcript import EventLog
 
 BACKENDS = ("scripted", "anthropic", "openai", "openai_compat")
 DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
@@ -144,14 +147,40 @@ def make_backend(model_config: Mapping[str, Any], *, base_url: str | None = None
         return ScriptedBackend()
     key = resolve_api_key(config)
     url = base_url or config.base_url
+    client_settings: dict[str, Any] = {"api_key": key, "base_url": url, "max_retries": 0,
+                                       "timeout": config.request_timeout_s}
     if config.backend == "anthropic":
-        from planted.agents.anthropic_backend import AnthropicBackend
+        import anthropic
 
-        return AnthropicBackend(config, api_key=key, base_url=url)
+        from planted.agents.anthropic_backend import AnthropicSession
+
+        return SdkBackend("anthropic", AnthropicSession, anthropic.Anthropic(**client_settings), config, key)
+    import openai
+
     if config.backend == "openai":
-        from planted.agents.openai_backend import OpenAIBackend
+        from planted.agents.openai_backend import OpenAISession
 
-        return OpenAIBackend(config, api_key=key, base_url=url)
-    from planted.agents.compat_backend import CompatBackend
+        return SdkBackend("openai", OpenAISession, openai.OpenAI(**client_settings), config, key)
+    from planted.agents.compat_backend import CompatSession
 
-    return CompatBackend(config, api_key=key, base_url=url)
+    return SdkBackend("openai_compat", CompatSession, openai.OpenAI(**client_settings), config, key)
+
+
+class SdkBackend:
+    """A backend of an official SDK: one client shared by the episodes (the SDK clients are thread-safe),
+    one session of ``session_class`` per episode.
+
+    The SDK's own retries are off (``max_retries=0``): :mod:`planted.agents.retry` retries, logs and
+    classifies every failure. Nothing is sent until a session's first turn.
+    """
+
+    def __init__(self, name: str, session_class: Callable[..., Session], client: Any, config: ModelConfig,
+                 api_key: str) -> None:
+        self.name = name
+        self.session_class, self.client, self.config = session_class, client, config
+        self._api_key = api_key
+
+    def open_session(self, *, system: str, user: str, tools: dict[str, dict[str, Any]], log: EventLog) -> Session:
+        """Start an episode's conversation."""
+        return self.session_class(client=self.client, config=self.config, system=system, user=user, tools=tools,
+                                  log=log, api_key=self._api_key)
