@@ -11,7 +11,7 @@ from typing import Literal, Sequence
 import numpy as np
 import pandas as pd
 
-from planted.analysis.hypotheses import claims_of, first_replicate, usable
+from planted.analysis.samples import claims_of, first_replicate, usable
 from planted.analysis.results import Agreement, Estimate, ReplicateAgreement
 
 ShareMethod = Literal["paper", "anova"]

@@ -17,7 +17,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from planted.analysis.hypotheses import claims_of, no_signal_runs, usable
+from planted.analysis.samples import claims_of, no_signal_runs, usable
 from planted.analysis.tables import Table, models_of, rate_cells, world_types
 
 HIGH_R2 = 0.10

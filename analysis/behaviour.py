@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from planted.analysis.hypotheses import claims_of
-from planted.analysis.tables import Table, mean_cells, models_of, neutral_first, r2_label, rate_cells
+from planted.analysis.samples import claims_of, neutral_first
+from planted.analysis.tables import Table, mean_cells, models_of, r2_label, rate_cells
 
 OUTCOMES = (
     ("Claim, signal (correct)", True, True),

@@ -42,10 +42,12 @@ from scipy import stats
 
 from planted.analysis.calibration import EPS, calibration_wald, fit_logit, log_odds, outcome_labels
 from planted.analysis.results import Alternative, OLSFit, TestFamily, TestResult
+from planted.analysis.samples import (  # noqa: F401 (the samples are part of this module's vocabulary)
+    WEAK_R2, claims_of, first_replicate, neutral_first, no_signal_runs, r2_in, usable, weak_signal_runs,
+)
 from planted.baselines.multiple import holm
 from planted.baselines.rates import wilson_interval
 
-WEAK_R2 = (0.0025, 0.005, 0.01)
 NULL_RATE = 0.05
 FRAMINGS = ("skeptical", "neutral", "optimistic")
 FramingControl = Literal["none", "additive", "interacted"]
@@ -54,46 +56,6 @@ FramingControl = Literal["none", "additive", "interacted"]
 # --------------------------------------------------------------------------------------------
 # Samples
 # --------------------------------------------------------------------------------------------
-
-
-def usable(runs: pd.DataFrame) -> pd.DataFrame:
-    """Runs that finished (``status == "ok"`` when the column exists)."""
-    return runs[runs["status"] == "ok"] if "status" in runs.columns else runs
-
-
-def first_replicate(runs: pd.DataFrame) -> pd.DataFrame:
-    """Each (model, world, framing)'s run with the smallest ``replicate``."""
-    keys = [k for k in ("model", "world_id", "framing") if k in runs.columns]
-    first = runs.groupby(keys, dropna=False)["replicate"].transform("min")
-    return runs[runs["replicate"] == first]
-
-
-def _neutral_first(runs: pd.DataFrame) -> pd.DataFrame:
-    runs = usable(runs)
-    return first_replicate(runs[runs["framing"] == "neutral"])
-
-
-def _r2_in(r2: pd.Series, levels: Sequence[float]) -> np.ndarray:
-    values = pd.to_numeric(r2, errors="coerce").to_numpy()
-    return np.isclose(values[:, None], np.asarray(levels, dtype=float)[None, :], rtol=0, atol=1e-12).any(axis=1)
-
-
-def weak_signal_runs(runs: pd.DataFrame, levels: Sequence[float] = WEAK_R2) -> pd.DataFrame:
-    """Neutral first-replicate runs in linear worlds with R2 in ``levels`` (default 0.25, 0.5, 1%)."""
-    base = _neutral_first(runs)
-    return base[(base["family"] == "linear").to_numpy() & _r2_in(base["r2"], levels)]
-
-
-def no_signal_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """Neutral first-replicate runs in linear R2 = 0 and persistent-null worlds."""
-    base = _neutral_first(runs)
-    linear_null = (base["family"] == "linear").to_numpy() & _r2_in(base["r2"], (0.0,))
-    return base[linear_null | (base["family"] == "persistent_null").to_numpy()]
-
-
-def claims_of(values: pd.Series | np.ndarray) -> np.ndarray:
-    """Boolean claims; a missing verdict (None/NaN) counts as no claim."""
-    return pd.Series(values).astype(float).fillna(0.0).to_numpy() > 0.5
 
 
 def _model_of(runs: pd.DataFrame) -> str:

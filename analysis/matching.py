@@ -25,17 +25,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from planted.analysis.hypotheses import claims_of, no_signal_runs
-from planted.analysis.tables import (
-    PROCEDURE_LABELS,
-    PROCEDURE_ORDER,
-    Table,
-    linear_at,
-    models_of,
-    neutral_first,
-    r2_label,
-    rate_cells,
-)
+from planted.analysis.samples import claims_of, linear_at, neutral_first, no_signal_runs
+from planted.analysis.tables import PROCEDURE_LABELS, PROCEDURE_ORDER, Table, models_of, r2_label, rate_cells
 from planted.baselines.procedures import KINDS
 from planted.baselines.rates import frontier, matched_alpha, matched_difference
 

@@ -17,20 +17,16 @@ from scipy import stats
 from planted.analysis.agreement import model_agreement, replicate_agreement
 from planted.analysis.calibration import calibration_summary, outcome_labels, recalibrate_runs
 from planted.analysis.hypotheses import (
-    claims_of,
     confirmatory_tests,
     cross_model_tests,
-    first_replicate,
     framing_table,
     gaussian_tests,
     h4_framing,
     h5_drift,
     h6_prior,
     local_model_tests,
-    no_signal_runs,
-    usable,
-    weak_signal_runs,
 )
+from planted.analysis.samples import claims_of, first_replicate, linear_at, neutral_first, no_signal_runs, usable, weak_signal_runs
 from planted.analysis.matching import simulated_linear
 from planted.baselines.rates import matched_difference
 from planted.analysis.results import TestFamily
@@ -38,9 +34,7 @@ from planted.seeding import named_generator
 from planted.analysis.tables import (
     Table,
     format_value,
-    linear_at,
     models_of,
-    neutral_first,
     r2_label,
     rate_cells,
 )

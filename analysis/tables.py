@@ -29,9 +29,10 @@ import numpy as np
 import pandas as pd
 
 from planted.analysis.calibration import N_BINS, bin_index, outcome_labels
-from planted.analysis.hypotheses import claims_of, first_replicate, framing_table, no_signal_runs, usable
+from planted.analysis.hypotheses import framing_table
+from planted.analysis.samples import claims_of, first_replicate, linear_at, neutral_first, no_signal_runs, usable
 from planted.baselines.procedures import KINDS
-from planted.baselines.rates import wilson_interval
+from planted.baselines.rates import share_of_claims
 
 Format = Literal["pct0", "pct1", "pct2", "pp0", "p", "num2", "num3", "dec3", "int", "text"]
 PROCEDURE_ORDER = ("oracle", "combination", "combination_ct", "holm_best", "rf_ridge", "best9", "hac_holm", "ivx_holm",
@@ -176,12 +177,6 @@ def models_of(runs: pd.DataFrame) -> list[str]:
     return [str(m) for m in pd.unique(runs["model"].dropna())]
 
 
-def neutral_first(runs: pd.DataFrame) -> pd.DataFrame:
-    """Finished neutral runs, the first replicate of each (model, world)."""
-    runs = usable(runs)
-    return first_replicate(runs[runs["framing"] == "neutral"])
-
-
 def baseline_procedures(runs: pd.DataFrame) -> list[str]:
     """Procedures with a ``baseline_<procedure>`` column, in the paper's order (unknown ones last)."""
     present = [c[len("baseline_"):] for c in runs.columns if c.startswith("baseline_")]
@@ -222,12 +217,11 @@ def world_types(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def rate_cells(claims: np.ndarray | pd.Series, name: str) -> dict[str, float]:
-    """``{name, name_low, name_high, name_k, name_n}``: claim rate with its Wilson 95% interval."""
-    x = np.asarray(claims, dtype=bool)
-    k, n = int(x.sum()), int(x.size)
-    low, high = wilson_interval(k, n)
-    return {name: k / n if n else float("nan"), f"{name}_low": low, f"{name}_high": high, f"{name}_k": k,
-            f"{name}_n": n}
+    """``{name, name_low, name_high, name_k, name_n}``: claim rate with its Wilson 95% interval
+    (:func:`planted.baselines.rates.share_of_claims`)."""
+    rate = share_of_claims(np.asarray(claims, dtype=bool))
+    return {name: rate.rate, f"{name}_low": rate.low, f"{name}_high": rate.high,
+            f"{name}_k": rate.claims, f"{name}_n": rate.n}
 
 
 def mean_cells(values: np.ndarray | pd.Series, name: str) -> dict[str, float]:
@@ -248,16 +242,6 @@ def _by_type(runs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     types = world_types(runs)
     order = sorted(set(zip(types["order"], types["world"])))
     return [(label, runs[types["world"] == label]) for _, label in order]
-
-
-def _is_r2(runs: pd.DataFrame, levels: Sequence[float]) -> np.ndarray:
-    r2 = pd.to_numeric(runs["r2"], errors="coerce").to_numpy()
-    return np.isclose(r2[:, None], np.asarray(levels, dtype=float)[None, :], rtol=0, atol=1e-12).any(axis=1)
-
-
-def linear_at(runs: pd.DataFrame, levels: Sequence[float]) -> pd.DataFrame:
-    """Runs in linear worlds whose R2 is one of ``levels``."""
-    return runs[(runs["family"] == "linear").to_numpy() & _is_r2(runs, levels)]
 
 
 def _pct_formats(columns: Sequence[str], kind: str = "pct0") -> tuple[tuple[str, str], ...]:

@@ -56,14 +56,24 @@ def wilson_interval(claims: int, n: int, level: float = 0.95) -> tuple[float, fl
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def share_of_claims(claims: np.ndarray, level: float = 0.95) -> Rate:
+    """The claim-rate primitive: the share of ``True`` in ``claims`` with its Wilson interval.
+
+    Every claim rate planted prints (the ``planted run`` summary, the Monte Carlo summaries, every
+    table of the report) is this function's, on the sample its output names.
+    """
+    x = np.asarray(claims, dtype=bool)
+    k = int(x.sum())
+    low, high = wilson_interval(k, int(x.size), level)
+    return Rate(claims=k, n=int(x.size), low=low, high=high)
+
+
 def claim_rate(decision_p: np.ndarray, alpha: float = 0.05, level: float = 0.95) -> Rate:
     """Claim rate (share of ``decision_p <= alpha``) with its Wilson interval; NaN p-values are errors."""
     p = np.asarray(decision_p, dtype=float)
     if np.isnan(p).any():
         raise ValueError("decision p-values contain NaN; drop not-evaluable worlds explicitly first")
-    claims = int((p <= alpha).sum())
-    low, high = wilson_interval(claims, p.size, level)
-    return Rate(claims=claims, n=int(p.size), low=low, high=high)
+    return share_of_claims(p <= alpha, level)
 
 
 def matched_alpha(null_p: np.ndarray, target_rate: float) -> float:
