@@ -27,139 +27,24 @@ report is asked to treat them so, every output is exploratory.
 from __future__ import annotations
 
 import json
-import re
-import traceback
 import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterator, Literal, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
 import pandas as pd
 
 from planted.baselines.rates import matched_difference
-from planted.analysis import artifact, behaviour, figures, matching, summaries, tables
+from planted.analysis import artifact, behaviour, matching, summaries, tables
 from planted.analysis.loading import StudyData, load_mc, load_study_data
+from planted.analysis import report_figures
+from planted.analysis.report_output import Output, ReportWriter
 from planted.analysis.tables import Table
 from planted.seeding import as_seed_sequence, named_generator, substream
 
-Status = Literal["written", "skipped", "failed"]
 DESIGN_NAMES = {"bootstrap": "bootstrap-shock and injected worlds (studies 1-2)", "gaussian": "Gaussian-shock worlds (studies 3-4)"}
-PNG_DPI = 200
-FIGURE1_PROCEDURES = ("oracle", "combination", "combination_ct", "rf_ridge", "hac_holm", "ivx_holm")
-"""The baselines Figure 1 draws (paper: pre-specified oracle, combinations, ridge; exploratory HAC and IVX)."""
-
-
-@dataclass(frozen=True)
-class Output:
-    """One output of a report (or one that was skipped).
-
-    Attributes
-    ----------
-    paper : str
-        What it reproduces ("Table D.1", "Figure 1", ...).
-    description : str
-    files : tuple of str
-        Paths relative to the report directory (empty when skipped).
-    functions : tuple of str
-        Qualified names of the functions that computed and drew it.
-    role : str
-        ``confirmatory``, ``exploratory``, or confirmatory with its exploratory parts named.
-    status : {"written", "skipped", "failed"}
-    note : str
-        Sample notes, or why it was skipped / how it failed.
-    """
-
-    paper: str
-    description: str
-    files: tuple[str, ...] = ()
-    functions: tuple[str, ...] = ()
-    role: str = ""
-    status: Status = "written"
-    note: str = ""
-
-
-def _name(func: Callable[..., object]) -> str:
-    return f"{func.__module__}.{func.__qualname__}"
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-") or "model"
-
-
-class _Writer:
-    """Writes files and keeps the list of outputs."""
-
-    def __init__(self, out: Path, *, forced_exploratory: bool, strict: bool, figures: bool = True):
-        self.out = out
-        self.figures = figures
-        self.forced = forced_exploratory
-        self.strict = strict
-        self.outputs: list[Output] = []
-        self.sections: list[str] = []
-
-    def role(self, base: str, runs: pd.DataFrame) -> str:
-        labels = set(runs["analysis_label"].dropna().astype(str)) if "analysis_label" in runs.columns else set()
-        if self.forced or "exploratory" in labels:
-            why = "report run with exploratory=True" if self.forced else "run table labelled exploratory"
-            return "exploratory" if base == "exploratory" else f"exploratory ({why})"
-        return base
-
-    def skip(self, paper: str, description: str, reason: str) -> None:
-        self.outputs.append(Output(paper=paper, description=description, status="skipped", note=reason))
-
-    def attempt(self, paper: str, description: str, action: Callable[[], None]) -> None:
-        """Run ``action``; a failure is recorded (or raised when strict) instead of stopping the report."""
-        try:
-            action()
-        except Exception as exc:  # a report with one broken output is still worth writing
-            if self.strict:
-                raise
-            detail = traceback.format_exception_only(type(exc), exc)[-1].strip()
-            self.outputs.append(Output(paper=paper, description=description, status="failed", note=detail))
-
-    def draw(self, paper: str, description: str, action: Callable[[], None]) -> None:
-        """Like :meth:`attempt` for a figure; skipped when figures were not asked for."""
-        if not self.figures:
-            self.skip(paper, description, "figures not asked for (figures=False, --no-figures)")
-            return
-        self.attempt(paper, description, action)
-
-    def table(self, paper: str, table: Table, functions: Sequence[Callable[..., object]], role: str, note: str = "",
-              empty: str = "no runs in the sample this table needs") -> None:
-        if table.data.empty:
-            self.skip(paper, table.title, empty)
-            return
-        csv, md = f"{table.key}.csv", f"{table.key}.md"
-        table.data.to_csv(self.out / csv, index=False, float_format="%.6g")
-        text = table.to_markdown()
-        extra = []
-        if table.exploratory_columns and not role.startswith("exploratory"):
-            extra.append(f"Exploratory columns: {', '.join(table.exploratory_columns)}.")
-        if note:
-            extra.append(note)
-        text += ("\n" + " ".join(extra) + "\n") if extra else ""
-        (self.out / md).write_text(f"{text}\nLabel: {role}.\n", encoding="utf-8")
-        if table.exploratory_columns and role == "confirmatory":
-            role = f"confirmatory; exploratory columns: {', '.join(table.exploratory_columns)}"
-        self.outputs.append(Output(paper=paper, description=table.title, files=(csv, md),
-                                   functions=tuple(_name(f) for f in functions), role=role, note=note))
-        self.sections.append(f"### {paper}\n\n{text}\nLabel: {role}.\n")
-
-    def figure(self, paper: str, stem: str, fig: object, description: str, functions: Sequence[Callable[..., object]],
-               role: str, data: Table | None = None, note: str = "") -> None:
-        files = []
-        for ext in ("png", "pdf"):
-            metadata = {"CreationDate": None} if ext == "pdf" else {}  # no timestamp: the same logs give the same bytes
-            fig.savefig(self.out / f"{stem}.{ext}", dpi=PNG_DPI, metadata=metadata)  # type: ignore[attr-defined]
-            files.append(f"{stem}.{ext}")
-        if data is not None and not data.data.empty:
-            data.data.to_csv(self.out / f"{stem}_data.csv", index=False, float_format="%.6g")
-            files.append(f"{stem}_data.csv")
-        self.outputs.append(Output(paper=paper, description=description, files=tuple(files),
-                                   functions=tuple(_name(f) for f in functions), role=role, note=note))
-        self.sections.append(f"### {paper}\n\n![{paper}]({stem}.png)\n\n{description}\n\nLabel: {role}.\n")
 
 
 def _designs(runs: pd.DataFrame) -> list[str]:
@@ -270,7 +155,7 @@ class Entry:
 
 @dataclass(frozen=True, eq=False)
 class _Context:
-    w: "_Writer"
+    w: "ReportWriter"
     data: StudyData
     mc: pd.DataFrame
     runs: pd.DataFrame
@@ -324,7 +209,7 @@ def registry(ctx: _Context) -> Iterator[Entry]:
     else:
         yield _table(ctx, "Table F.1", "Gaussian vs bootstrap", lambda: tables.gaussian_vs_bootstrap(runs),
                      [tables.gaussian_vs_bootstrap], w.role("confirmatory", gauss))
-        yield Entry("Figure 4", "Gaussian claim rates", lambda: _figure4(w, runs, gauss), figure=True)
+        yield Entry("Figure 4", "Gaussian claim rates", lambda: report_figures.figure4(w, runs, gauss), figure=True)
     yield _table(ctx, "Table F.2", "Holdout rule", lambda: tables.holdout_rule(runs), [tables.holdout_rule], "exploratory")
     yield _table(ctx, "Appendix F.2 thresholds", "Probability thresholds", lambda: tables.probability_thresholds(runs),
                  [tables.probability_thresholds], "exploratory")
@@ -397,8 +282,8 @@ def _design_entries(ctx: _Context, design: str, n_designs: int) -> Iterator[Entr
     else:
         yield Entry(f"Framing rates{tag}", "Claim rates by framing (section 3.3)",
                     skip="no framing worlds (every run is neutral)")
-    yield Entry(f"Figure 2{tag}", "Calibration", lambda: _figure2(w, d, design), figure=True)
-    yield Entry(f"Figure 3{tag}", "Models compared", lambda: _figure3(w, d, design, ctx.mc), figure=True)
+    yield Entry(f"Figure 2{tag}", "Calibration", lambda: report_figures.figure2(w, d, design), figure=True)
+    yield Entry(f"Figure 3{tag}", "Models compared", lambda: report_figures.figure3(w, d, design, ctx.mc), figure=True)
     sim = matching.simulated_linear(ctx.mc, design)
     if sim.empty or not matching.has_null(sim):
         reason = (f"needs a Monte Carlo simulation of linear {design}-shock worlds with R2=0 (`--mc DIR`, "
@@ -412,8 +297,8 @@ def _design_entries(ctx: _Context, design: str, n_designs: int) -> Iterator[Entr
     yield _table(ctx, f"Appendix D.3 anchors{tag}", "Matched level anchors", per_design(lambda: matching.matched_anchors(
         d, sim, baselines, rng=ctx.stream("Appendix D.3 anchors", design), n_boot=ctx.n_boot)), [matching.matched_anchors],
         "exploratory", empty="needs agent runs in linear worlds with R2=0 and 1%")
-    yield Entry(f"Figure 1{tag}", "Power curves", lambda: _figure1(w, d, design, sim), figure=True)
-    yield Entry(f"Figure D.1{tag}", "Frontiers", lambda: _figure_d1(w, d, design, sim), figure=True)
+    yield Entry(f"Figure 1{tag}", "Power curves", lambda: report_figures.figure1(w, d, design, sim), figure=True)
+    yield Entry(f"Figure D.1{tag}", "Frontiers", lambda: report_figures.figure_d1(w, d, design, sim), figure=True)
 
 
 
@@ -479,7 +364,7 @@ def write_report(
         backends = runs.drop_duplicates("model").set_index("model")["backend"] if "backend" in runs else pd.Series(dtype=str)
         local_models = [m for m in model_order if backends.get(m) == "openai_compat"]
     root = as_seed_sequence(seed)
-    w = _Writer(out, forced_exploratory=exploratory, strict=strict, figures=figures)
+    w = ReportWriter(out, forced_exploratory=exploratory, strict=strict, figures=figures)
     context = _Context(w=w, data=data, mc=mc, runs=runs, models=model_order, local_models=list(local_models),
                        root=root, n_boot=n_boot)
     for entry in registry(context):
@@ -500,105 +385,4 @@ def write_report(
     return w.outputs
 
 
-# --------------------------------------------------------------------------------------------
-# Figures (data from the pure modules, drawing from planted.analysis.figures)
-# --------------------------------------------------------------------------------------------
-
-
-def _stack(frames: Sequence[pd.DataFrame | None]) -> pd.DataFrame:
-    """Concatenate the non-empty frames (pandas 2 warns about empty entries)."""
-    kept = [f for f in frames if f is not None and not f.empty]
-    return pd.concat(kept, ignore_index=True) if kept else pd.DataFrame()
-
-
-def _figure1(w: _Writer, runs: pd.DataFrame, design: str, sim: pd.DataFrame) -> None:
-    present = matching.simulated_procedures(sim)
-    nominal = matching.power_curves(sim, procedures=[p for p in present if p in FIGURE1_PROCEDURES] or present)
-    points = tables.rates_by_r2(runs).data
-    per_level = int(sim[sim["procedure"] == sim["procedure"].iloc[0]].groupby(pd.to_numeric(sim["r2"])).size().min())
-    for model in tables.models_of(runs):
-        p = points[(points["model"] == model) & (points["design"] == design)]
-        if p.empty:
-            continue
-        k, n = matching.agent_null_rate(runs[runs["model"] == model])
-        matched = matching.power_curves(sim, matched_rates={model: k / n}, procedures=list(dict.fromkeys(nominal["procedure"]))) if n else None
-        fig = figures.figure1_power(p, nominal, matched, model=model, target_rate=k / n if n else None,
-                                    world_note=f"; lines: {per_level} simulated worlds per R2 level")
-        data = Table(key="", title="", data=_stack([nominal.assign(curve="nominal"),
-                                                     None if matched is None else matched.assign(curve="matched"),
-                                                     p.assign(curve="agent")]))
-        w.figure(f"Figure 1{'' if design == 'bootstrap' else ' (Gaussian)'}: {model}",
-                 f"figure1_power_{design}_{_slug(model)}", fig,
-                 f"Claim rate by true R2, {model}, neutral runs in linear worlds (points, Wilson 95%); simulated baselines "
-                 "at 5% (A) and at the agent's linear-null claim rate (B; CT combination and RF ridge not matched), "
-                 "Wilson bands",
-                 [tables.rates_by_r2, matching.power_curves, figures.figure1_power],
-                 w.role("confirmatory; exploratory: HAC-Holm and IVX lines, panel B (size matching)", runs), data,
-                 "" if n else "no neutral linear null runs: panel B omitted")
-
-
-def _figure2(w: _Writer, runs: pd.DataFrame, design: str) -> None:
-    bins = tables.calibration_bins(runs)
-    if bins.data.empty or bins.data["runs"].sum() == 0:
-        w.skip(f"Figure 2 ({design})", "Calibration", "no runs with a stated probability and an economic label")
-        return
-    tag = "" if design == "bootstrap" else " (Gaussian)"
-    fig = figures.figure2_calibration(bins.data)
-    w.figure(f"Figure 2{tag}", f"figure2_calibration_{design}", fig,
-             "Share of runs in which the oracle beats the benchmark (economic label) by bin of the stated probability, "
-             "all runs of each model, Wilson 95% intervals; lower panels: runs per bin",
-             [tables.calibration_bins, figures.figure2_calibration], w.role("confirmatory", runs), bins)
-
-
-def _figure3(w: _Writer, runs: pd.DataFrame, design: str, mc: pd.DataFrame) -> None:
-    points = tables.rates_by_r2(runs).data
-    framing = tables.framing_rates(runs).data
-    sim = matching.simulated_linear(mc, design)
-    oracle = None
-    if not sim.empty and "oracle" in set(sim["procedure"]):
-        oracle = matching.power_curves(sim, procedures=["oracle"])
-    if points.empty:
-        w.skip(f"Figure 3 ({design})", "Models compared", "no neutral runs in linear worlds")
-        return
-    tag = "" if design == "bootstrap" else " (Gaussian)"
-    notes = []
-    if framing.empty:
-        notes.append("panel B omitted: no world was run under all three framings")
-    if oracle is None:
-        notes.append("no oracle line: no simulation of this design given")
-    fig = figures.figure3_models(points, framing, oracle)
-    data = Table(key="", title="", data=_stack([points.assign(panel="A"), framing.assign(panel="B")]))
-    w.figure(f"Figure 3{tag}", f"figure3_models_{design}", fig,
-             "A: claim rate by true R2, neutral runs in linear worlds, per model (Wilson 95%); dashed: oracle at 5% over "
-             "simulated worlds. B: claim rate by framing in the worlds run under all three framings",
-             [tables.rates_by_r2, tables.framing_rates, figures.figure3_models],
-             w.role("confirmatory", runs) + ("" if len(tables.models_of(runs)) == 1 else "; the comparison across models exploratory"),
-             data, "; ".join(notes))
-
-
-def _figure4(w: _Writer, runs: pd.DataFrame, gauss: pd.DataFrame) -> None:
-    table = tables.gaussian_vs_bootstrap(runs)
-    fig = figures.figure4_gaussian(table.data)
-    w.figure("Figure 4", "figure4_gaussian", fig,
-             "Claim rates in Gaussian-shock worlds (filled, Wilson 95%), bootstrap worlds of the same cells (open; "
-             "unpaired) and HAC-Holm at 5% on the Gaussian worlds (dashed), by R2 and for the persistent null (PN)",
-             [tables.gaussian_vs_bootstrap, figures.figure4_gaussian], w.role("confirmatory", gauss), table)
-
-
-def _figure_d1(w: _Writer, runs: pd.DataFrame, design: str, sim: pd.DataFrame) -> None:
-    curves = matching.frontier_curves(sim)
-    if curves.empty:
-        w.skip(f"Figure D.1 ({design})", "Frontiers", "the simulation has no linear worlds with R2=1%")
-        return
-    points = matching.framing_points(runs)
-    tag = "" if design == "bootstrap" else " (Gaussian)"
-    note = "" if not points.empty else "no agent points: no neutral linear runs at both R2=0 and R2=1%"
-    fig = figures.figure_d1_frontiers(curves, points)
-    data = Table(key="", title="", data=_stack([curves.assign(series="frontier"), points.assign(series="agent")]))
-    w.figure(f"Figure D.1{tag}", f"figure_D1_frontiers_{design}", fig,
-             "Size-power frontiers at R2=1%: simulated claim rate at R2=1% against claim rate in linear null worlds as "
-             "alpha varies (squares: 5%); the agent under each framing with Wilson 95% intervals in both directions",
-             [matching.frontier_curves, matching.framing_points, figures.figure_d1_frontiers], "exploratory", data, note)
-
-
-__all__ = ["Output", "write_report"]
+__all__ = ["Entry", "Output", "registry", "write_report"]
