@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from planted.analysis.samples import claims_of, first_replicate, usable
-from planted.analysis.results import Agreement, Estimate, ReplicateAgreement
+from planted.analysis.results import Estimate
+from planted.analysis.summary_records import Agreement, ReplicateAgreement
 
 ShareMethod = Literal["paper", "anova"]
 

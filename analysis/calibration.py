@@ -31,7 +31,8 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.model_selection import GroupKFold
 
 from planted._typing import Float64Array
-from planted.analysis.results import CalibrationSummary, LogitFit, Recalibration, TestResult
+from planted.analysis.results import LogitFit, TestResult
+from planted.analysis.summary_records import CalibrationSummary, Recalibration
 from planted.analysis.scores import (  # noqa: F401 (the scores are part of this module's vocabulary)
     N_BINS, auc, bin_index, brier_score, brier_skill, checked_pair, ece_bootstrap, expected_calibration_error,
     murphy_decomposition,

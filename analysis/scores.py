@@ -11,7 +11,8 @@ import numpy as np
 from scipy import stats
 
 from planted._typing import Float64Array
-from planted.analysis.results import Estimate, MurphyDecomposition
+from planted.analysis.results import Estimate
+from planted.analysis.summary_records import MurphyDecomposition
 
 N_BINS = 10
 """Equal-width bins of the ECE, the Murphy decomposition and Figure 2."""
