@@ -32,6 +32,7 @@ from sklearn.model_selection import GroupKFold
 
 from planted._typing import Float64Array
 from planted.analysis.results import LogitFit, TestResult
+from planted.analysis.samples import claims_of
 from planted.analysis.summary_records import CalibrationSummary, Recalibration
 from planted.analysis.scores import (  # noqa: F401 (the scores are part of this module's vocabulary)
     N_BINS, auc, bin_index, brier_score, brier_skill, checked_pair, ece_bootstrap, expected_calibration_error,
@@ -311,6 +312,14 @@ def outcome_labels(runs: pd.DataFrame, label: Label) -> pd.Series:
         r2 = pd.to_numeric(runs["test_oos_r2"], errors="coerce")
         return (r2 > 0).astype(float)  # NaN (not evaluable / no model) compares False: not beating
     raise ValueError(f"unknown label {label!r}; choose economic, own or signal")
+
+
+def label_sample(runs: pd.DataFrame, label: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Stated probabilities, labels, claims and worlds of the runs that have a probability and a known label."""
+    p = pd.to_numeric(runs["probability"], errors="coerce").to_numpy()
+    y = outcome_labels(runs, label).to_numpy()  # type: ignore[arg-type]
+    keep = np.isfinite(p) & np.isfinite(y)
+    return p[keep], y[keep].astype(bool), claims_of(runs["claim"])[keep], runs["world_id"].to_numpy()[keep]
 
 
 def _calibration_sample(runs: pd.DataFrame, label: Label) -> pd.DataFrame:

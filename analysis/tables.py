@@ -1,7 +1,7 @@
 """Claim-rate tables of a study's run table: pure functions from run tables to :class:`Table` objects.
 
-Holds the :class:`Table` record every report table is built into (numeric data for the CSV, cell
-formats for Markdown), the shared helpers (samples, world types, rate cells with Wilson 95%
+Builds :class:`~planted.analysis.table_type.Table` records (numeric data for the CSV, cell
+formats for Markdown) with the shared helpers (samples, world types, rate cells with Wilson 95%
 intervals) and the descriptive tables of the paper: claim rates by world type (Table D.1), by
 persistence and shock correlation (Table D.3), deployed test-window OOS R2 (Table D.5), Gaussian
 against bootstrap worlds (Table F.1), the holdout rule (Table F.2), thresholds on the stated
@@ -21,150 +21,24 @@ Conventions
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
 from planted.analysis.calibration import N_BINS, bin_index, outcome_labels
+from planted.analysis.table_type import (  # noqa: F401 (the table type is part of this module's interface)
+    HEADERS, PROCEDURE_LABELS, PROCEDURE_ORDER, Format, Table, format_value,
+)
 from planted.analysis.hypotheses import framing_table
 from planted.analysis.samples import claims_of, first_replicate, linear_at, neutral_first, no_signal_runs, usable
 from planted.baselines.procedures import KINDS
 from planted.baselines.rates import share_of_claims
 
-Format = Literal["pct0", "pct1", "pct2", "pp0", "p", "num2", "num3", "dec3", "int", "text"]
-PROCEDURE_ORDER = ("oracle", "combination", "combination_ct", "holm_best", "rf_ridge", "best9", "hac_holm", "ivx_holm",
-                   "lasso")
-PROCEDURE_LABELS = {
-    "oracle": "Oracle", "combination": "Comb.", "combination_ct": "Comb. CT", "holm_best": "Holm", "rf_ridge": "RF ridge",
-    "best9": "Best 9", "hac_holm": "HAC-Holm", "ivx_holm": "IVX", "lasso": "Lasso",
-}
-HEADERS = {"agent": "Agent", "model": "Model", "world": "World", "design": "Design", "holdout_cw": "Holdout CW",
-           "most_persistent": "Most persistent", "multiple_testing": "Mult. test.", "persistence": "Persist.",
-           "forecast_test": "Fcst. test", "benchmark": "Bench.", "median_specs": "Median specs", "candidates": "Cand.",
-           "planted": "Planted", "gauge": "Irrel. (gauge)", "no_signal": "No-signal worlds", "r2_1pct": "R2=1%",
-           "gauss": "Gauss.", "boot": "Boot.", "label": "Label", "n_worlds": "Worlds", "mean_probability": "Mean p",
-           "brier": "Brier", "brier_skill": "BSS", "reliability": "REL", "resolution": "RES", "uncertainty": "UNC",
-           "within_variance": "WBV", "within_covariance": "WBC",
-           "ece": "ECE", "auc": "AUC", "auc_claims": "AUC claims", "auc_nonclaims": "AUC non-claims",
-           "intercept": "Intercept", "slope": "Slope", "wald_p": "Wald p", "base": "Base rate",
-           "claims_true": "Claims true", "claims_mean_p": "Claims mean p", "nonclaims_true": "Non-claims true",
-           "nonclaims_mean_p": "Non-claims mean p", "target_rate": "c", "alpha": "alpha*", "matched": "Matched",
-           "difference": "Agent - matched", "anchor": "Anchor", "procedure": "Procedure", "outcome": "Outcome",
-           "runs": "Runs", "worlds": "Worlds", "framing": "Framing", "claim": "Claim", "signal": "Signal",
-           "probability": "Mean p", "prior": "Mean prior"}
 FAMILY_ORDER = {"linear": 0, "persistent_null": 1, "momentum_null": 2, "reversal": 3, "regime": 4, "injected": 5}
 GAUSSIAN_R2 = (0.0, 0.0025, 0.005, 0.01)
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
 HOLDOUT_ALPHA = 0.05
-
-
-# --------------------------------------------------------------------------------------------
-# The table record and its Markdown form
-# --------------------------------------------------------------------------------------------
-
-
-def format_value(value: object, kind: str) -> str:
-    """One Markdown cell: ``value`` in format ``kind`` (see :class:`Table`); NaN and None show as an en dash."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, (bool, np.bool_)):
-        return "yes" if value else "no"
-    if kind == "text" or isinstance(value, str):
-        return str(value)
-    v = float(value)  # type: ignore[arg-type]
-    if kind == "pct0":
-        return f"{100 * v:.0f}"
-    if kind == "pct1":
-        return f"{100 * v:.1f}"
-    if kind == "pct2":
-        return f"{100 * v:.2f}"
-    if kind == "pp0":
-        return f"{100 * v:+.0f}" if round(100 * v) != 0 else "0"
-    if kind == "dec3":
-        return f"{v:.3f}"
-    if kind == "p":
-        return "<0.001" if v < 0.001 else f"{v:.3f}"
-    if kind == "num2":
-        return f"{v:.2f}"
-    if kind == "int":
-        return f"{v:.0f}"
-    return f"{v:.3g}" if abs(v) < 1e4 else f"{v:.4g}"
-
-
-@dataclass(frozen=True, eq=False)
-class Table:
-    """One report table: numeric data for the CSV and the formats of its Markdown form.
-
-    Attributes
-    ----------
-    key : str
-        File stem (``table_D1_claim_rates``).
-    title : str
-        Caption: what the rows are, the sample, the units.
-    data : DataFrame
-        Numbers (rates as fractions). A column ``x`` with siblings ``x_low`` and ``x_high`` is shown
-        as ``x [low, high]``; with ``x_se`` as ``x (se)``; ``x_k`` and ``x_n`` stay in the CSV only.
-    formats : tuple of (column, format)
-        ``pct0``/``pct1``/``pct2`` (percent, 0-2 decimals), ``pp0`` (a difference of rates in
-        percentage points), ``p`` (p-value), ``num2`` (2 decimals), ``dec3`` (3 decimals), ``int``
-        or ``text``; columns not listed show 3 significant digits.
-    display : DataFrame, optional
-        A ready-formatted frame (strings) to show instead of ``data`` (wide layouts of long data).
-    exploratory_columns : tuple of str
-        Columns that hold exploratory quantities in an otherwise pre-specified table.
-    hidden : tuple of str
-        Columns kept in the CSV but left out of the Markdown (to keep it readable).
-    """
-
-    key: str
-    title: str
-    data: pd.DataFrame
-    formats: tuple[tuple[str, str], ...] = ()
-    display: pd.DataFrame | None = None
-    exploratory_columns: tuple[str, ...] = field(default=())
-    hidden: tuple[str, ...] = field(default=())
-
-    def formatted(self) -> pd.DataFrame:
-        """The Markdown cells: intervals and standard errors folded in, units in the headers."""
-        if self.display is not None:
-            return self.display
-        kinds = dict(self.formats)
-        columns = list(self.data.columns)
-        hidden = {f"{c}_{s}" for c in columns for s in ("low", "high", "se", "k", "n")
-                  if f"{c}_{s}" in columns and c in columns}
-        out = {}
-        for c in columns:
-            if c in hidden or c in self.hidden:
-                continue
-            kind = kinds.get(c, "num3")
-            values = self.data[c].tolist()
-            if f"{c}_low" in columns and f"{c}_high" in columns:
-                lows, highs = self.data[f"{c}_low"].tolist(), self.data[f"{c}_high"].tolist()
-                cells = [format_value(v, kind) if format_value(lo, kind) == "–" else f"{format_value(v, kind)} [{format_value(lo, kind)}, {format_value(hi, kind)}]"
-                         for v, lo, hi in zip(values, lows, highs)]
-            elif f"{c}_se" in columns:
-                ses = self.data[f"{c}_se"].tolist()
-                cells = [format_value(v, kind) if format_value(s, kind) == "–" else f"{format_value(v, kind)} ({format_value(s, kind)})"
-                         for v, s in zip(values, ses)]
-            elif c == "procedure":
-                cells = [PROCEDURE_LABELS.get(str(v), str(v)) for v in values]
-            else:
-                cells = [format_value(v, kind) for v in values]
-            header = HEADERS.get(c, PROCEDURE_LABELS.get(c, c))
-            if kind.startswith("pct"):
-                header += " (%)"
-            elif kind == "pp0":
-                header += " (pp)"
-            out[header] = cells
-        return pd.DataFrame(out)
-
-    def to_markdown(self) -> str:
-        """A caption line and a pipe table."""
-        body = self.formatted().to_markdown(index=False, disable_numparse=True)
-        return f"**{self.title}**\n\n{body}\n"
 
 
 # --------------------------------------------------------------------------------------------
