@@ -27,16 +27,6 @@ from planted.analysis.tables import (
 )
 from planted.baselines.rates import matched_alpha
 
-TEST_LABELS = {
-    "H1": "H1 Agent less powerful", "H2": "H2 False positives above 5%", "H3": "H3 Probability miscalibrated",
-    "H4": "H4 Verdict depends on framing", "H5": "H5 Drift widens gap", "H1'": "H1' Agent more powerful (exploratory)",
-    "H6": "H6 Prior predicts verdict (exploratory)", "C1": "C1 Every new model: false positives above 5%",
-    "C2": "C2 Every new model: framing effect", "C3": "C3 Claim rates differ across models",
-}
-LABELS = ("economic", "signal", "own")
-
-
-
 
 def _rate_row(block: str, measure: str, claims: np.ndarray) -> dict[str, object]:
     c = rate_cells(claims, "v")
