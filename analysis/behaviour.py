@@ -9,8 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from planted.worlds.spec import world_type_label
+
 from planted.analysis.samples import claims_of, neutral_first
-from planted.analysis.tables import Table, mean_cells, models_of, r2_label, rate_cells
+from planted.analysis.tables import Table, mean_cells, models_of, rate_cells
 
 OUTCOMES = (
     ("Claim, signal (correct)", True, True),
@@ -89,7 +91,7 @@ def potency_by_signal(runs: pd.DataFrame) -> Table:
         for design in sorted(pd.unique(base.loc[base["model"] == model, "design"])):
             m = base[(base["model"] == model) & (base["design"] == design)]
             for r2, g in m.groupby(pd.to_numeric(m["r2"]), sort=True):
-                rows.append({"model": model, "design": design, "world": f"Linear, R2={r2_label(r2)}%", "claims": len(g),
+                rows.append({"model": model, "design": design, "world": world_type_label("linear", r2, None), "claims": len(g),
                              **rate_cells(_known(g["planted_retained"]), "potency"),
                              **mean_cells(pd.to_numeric(g["gauge"], errors="coerce"), "gauge")})
     return Table(

@@ -49,6 +49,7 @@ from planted.analysis.exact_tests import (  # noqa: F401 (the generic tests are 
     NULL_RATE, binomial_exceedance, cochran_q, complexity_slope, directional_p, mcnemar_exact, ols_fit, slope_test,
 )
 from planted.baselines.multiple import holm
+from planted.worlds.spec import world_group
 
 FRAMINGS = ("skeptical", "neutral", "optimistic")
 FramingControl = Literal["none", "additive", "interacted"]
@@ -189,12 +190,9 @@ def h5_drift(runs: pd.DataFrame, *, cluster: bool = True) -> TestResult:
 
 
 def world_type(runs: pd.DataFrame) -> pd.Series:
-    """World type of each run for the H6 controls: the family (``injected`` split by factor)."""
-    family = runs["family"].astype(str)
-    if "factor" in runs.columns:
-        factor = runs["factor"].astype("string").fillna("")
-        family = family.where(family != "injected", "injected_" + factor)
-    return family
+    """World type of each run for the H6 controls (:func:`planted.worlds.spec.world_group`)."""
+    factor = runs["factor"].astype("string").fillna("") if "factor" in runs.columns else pd.Series("", index=runs.index)
+    return pd.Series([world_group(f, x) for f, x in zip(runs["family"].astype(str), factor)], index=runs.index)
 
 
 def h6_prior(

@@ -16,13 +16,13 @@ from planted.analysis.hypotheses import (
 )
 from planted.analysis.samples import claims_of, first_replicate, linear_at, neutral_first, no_signal_runs, usable, weak_signal_runs
 from planted.analysis.matching import simulated_linear
+from planted.worlds.spec import world_type_label
 from planted.baselines.rates import matched_difference
 from planted.seeding import named_generator
 from planted.analysis.tables import (
     Table,
     format_value,
     models_of,
-    r2_label,
     rate_cells,
 )
 from planted.baselines.rates import matched_alpha
@@ -64,7 +64,7 @@ def models_compared(runs: pd.DataFrame, *, mc: pd.DataFrame | None = None, seed:
             null = no_signal_runs(m)
             out: list[dict[str, object]] = []
             out.append(_rate_row("False claims", "No-signal worlds pooled (H2 sample)", claims_of(null["claim"])))
-            out.append(_rate_row("False claims", "Linear, R2=0%", claims_of(linear_at(n1, [0.0])["claim"])))
+            out.append(_rate_row("False claims", world_type_label("linear", 0.0, None), claims_of(linear_at(n1, [0.0])["claim"])))
             for fam, label in (("persistent_null", "Persistent null"), ("momentum_null", "Momentum-looking null")):
                 g = n1[n1["family"] == fam]
                 if not g.empty:
@@ -78,7 +78,7 @@ def models_compared(runs: pd.DataFrame, *, mc: pd.DataFrame | None = None, seed:
             linear = n1[n1["family"] == "linear"]
             for r2 in sorted(pd.to_numeric(linear["r2"]).dropna().unique()):
                 if r2 > 0:
-                    out.append(_rate_row("Detection", f"Linear, R2={r2_label(r2)}%", claims_of(linear_at(n1, [r2])["claim"])))
+                    out.append(_rate_row("Detection", world_type_label("linear", r2, None), claims_of(linear_at(n1, [r2])["claim"])))
             weak = weak_signal_runs(m)
             if not weak.empty:
                 out.append(_rate_row("Detection", "Weak signal pooled (H1 sample)", claims_of(weak["claim"])))

@@ -35,9 +35,10 @@ def _fmt(value: float | None, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
-def _fmt_p(p: float) -> str:
-    if math.isnan(p):
-        return "nan"
+def format_p(p: float, missing: str = "nan") -> str:
+    """The one p-value format of planted's outputs: ``<0.001``, else three decimals; ``missing`` when undefined."""
+    if not math.isfinite(p):
+        return missing
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
@@ -98,7 +99,7 @@ class TestResult:
         flag = f"  [{self.flag}]" if self.flag else ""
         est = "" if math.isnan(self.estimate) else f", estimate={_fmt(self.estimate)}"
         return (
-            f"{self.name}: statistic={_fmt(self.statistic)}{df}, p={_fmt_p(self.pvalue)} "
+            f"{self.name}: statistic={_fmt(self.statistic)}{df}, p={format_p(self.pvalue)} "
             f"({self.alternative}), n={self.n}{est}; {self.method}; H0: {self.null}{flag}"
         )
 
@@ -171,13 +172,13 @@ class TestFamily:
         for test, adj in zip(self.tests, self.adjusted):
             flag = f" [{test.flag}]" if test.flag else ""
             lines.append(
-                f"  {test.name:<14} stat={_fmt(test.statistic):>9}  p={_fmt_p(test.pvalue):>7}  "
-                f"p_{self.method}={_fmt_p(adj):>7}  n={test.n}{flag}"
+                f"  {test.name:<14} stat={_fmt(test.statistic):>9}  p={format_p(test.pvalue):>7}  "
+                f"p_{self.method}={format_p(adj):>7}  n={test.n}{flag}"
             )
         for test in self.exploratory:
             flag = f" [{test.flag}]" if test.flag else ""
             lines.append(
-                f"  {test.name:<14} stat={_fmt(test.statistic):>9}  p={_fmt_p(test.pvalue):>7}  "
+                f"  {test.name:<14} stat={_fmt(test.statistic):>9}  p={format_p(test.pvalue):>7}  "
                 f"(exploratory, unadjusted)  n={test.n}{flag}"
             )
         return "\n".join(lines)
@@ -288,7 +289,7 @@ class LogitFit:
         lines = [f"logit n={self.n} status={self.status} cov={self.cov_type} loglike={_fmt(self.loglike, 6)}"]
         for i, name in enumerate(self.names):
             p = 2 * stats.norm.sf(abs(self.zvalues[i])) if self.status == "ok" else float("nan")
-            lines.append(f"  {name:<24} {_fmt(self.params[i]):>10} ({_fmt(self.bse[i])})  p={_fmt_p(p)}")
+            lines.append(f"  {name:<24} {_fmt(self.params[i]):>10} ({_fmt(self.bse[i])})  p={format_p(p)}")
         if self.dropped:
             lines.append(f"  dropped: {', '.join(self.dropped)}")
         return "\n".join(lines)

@@ -26,7 +26,7 @@ from planted.analysis.hypotheses import (
     local_model_tests,
 )
 from planted.analysis.samples import usable
-from planted.analysis.results import TestFamily
+from planted.analysis.results import TestFamily, format_p
 from planted.seeding import named_generator
 from planted.analysis.tables import (
     Table,
@@ -42,12 +42,6 @@ TEST_LABELS = {
     "C2": "C2 Every new model: framing effect", "C3": "C3 Claim rates differ across models",
 }
 LABELS = ("economic", "signal", "own")
-
-
-def _p(value: float) -> str:
-    if not np.isfinite(value):
-        return "–"
-    return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
 def _family_rows(family: TestFamily, model: str) -> pd.DataFrame:
@@ -100,7 +94,7 @@ def prespecified_tests(runs: pd.DataFrame, *, models: Sequence[str] | None = Non
                 continue
             r = hit.iloc[0]
             value = r["p_adjusted"] if r["role"] == "confirmatory" else r["pvalue"]
-            cell = _p(float(value))
+            cell = format_p(float(value), missing="–")
             if r["flag"]:
                 cell += f" ({r['flag']})"
             row[model] = cell
@@ -164,7 +158,7 @@ def gaussian_tests_table(runs: pd.DataFrame, *, models: Sequence[str] | None = N
                 shown["Discordant"] = f"{test.detail('first_only'):.0f} : {test.detail('second_only'):.0f}"
             else:
                 shown["Agent (%)"] = ", ".join(f"{k.removeprefix('rate_')} {100 * v:.0f}" for k, v in test.details)
-            shown |= {"Statistic": f"{test.statistic:.3g}", "p": _p(test.pvalue), "p Holm": _p(adjusted),
+            shown |= {"Statistic": f"{test.statistic:.3g}", "p": format_p(test.pvalue, missing="–"), "p Holm": format_p(adjusted, missing="–"),
                       "Holm family": family.name}
             if test.flag:
                 shown["p"] += f" ({test.flag})"

@@ -14,6 +14,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from planted.analysis.results import format_p
+
 Format = Literal["pct0", "pct1", "pct2", "pp0", "p", "num2", "num3", "dec3", "int", "text"]
 PROCEDURE_ORDER = ("oracle", "combination", "combination_ct", "holm_best", "rf_ridge", "best9", "hac_holm", "ivx_holm",
                    "lasso")
@@ -60,7 +62,7 @@ def format_value(value: object, kind: str) -> str:
     if kind == "dec3":
         return f"{v:.3f}"
     if kind == "p":
-        return "<0.001" if v < 0.001 else f"{v:.3f}"
+        return format_p(v)
     if kind == "num2":
         return f"{v:.2f}"
     if kind == "int":

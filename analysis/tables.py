@@ -33,6 +33,7 @@ from planted.analysis.table_type import (  # noqa: F401 (the table type is part 
 from planted.analysis.hypotheses import framing_table
 from planted.analysis.samples import claims_of, first_replicate, linear_at, neutral_first, no_signal_runs, usable
 from planted.baselines.procedures import KINDS
+from planted.worlds.spec import world_type_label
 from planted.baselines.rates import share_of_claims
 
 FAMILY_ORDER = {"linear": 0, "persistent_null": 1, "momentum_null": 2, "reversal": 3, "regime": 4, "injected": 5}
@@ -70,23 +71,15 @@ def r2_label(r2: float) -> str:
 def world_types(runs: pd.DataFrame) -> pd.DataFrame:
     """World type label and sort key of each run (paper Table D.1 rows).
 
-    Linear worlds by R2 (``Linear, R2=0.5%``), the four traps by name, injected worlds by factor and
-    R2 (``Injected HML, R2=1%``). Index aligned with ``runs``.
+    :func:`planted.worlds.spec.world_type_label` (linear worlds by R2, the four traps by name,
+    injected worlds by factor and R2), with the paper's row order. Index aligned with ``runs``.
     """
     family = runs["family"].astype(str).to_numpy()
     r2 = pd.to_numeric(runs["r2"], errors="coerce").to_numpy()
     factor = runs["factor"].astype("string").fillna("").to_numpy() if "factor" in runs.columns else np.full(len(runs), "")
-    names = {"persistent_null": "Persistent null", "momentum_null": "Momentum-looking null",
-             "reversal": "Reversal (R2=1%)", "regime": "Regime (R2=1%)"}
-    labels, keys = [], []
-    for fam, value, fac in zip(family, r2, factor):
-        if fam == "linear":
-            labels.append(f"Linear, R2={r2_label(value)}%")
-        elif fam == "injected":
-            labels.append(f"Injected {fac}, R2={r2_label(value)}%")
-        else:
-            labels.append(names.get(fam, fam))
-        keys.append((FAMILY_ORDER.get(fam, 9), str(fac), 0.0 if np.isnan(value) else float(value)))
+    labels = [world_type_label(fam, value, fac) for fam, value, fac in zip(family, r2, factor)]
+    keys = [(FAMILY_ORDER.get(fam, 9), str(fac), 0.0 if np.isnan(value) else float(value))
+            for fam, value, fac in zip(family, r2, factor)]
     return pd.DataFrame({"world": labels, "order": keys}, index=runs.index)
 
 
@@ -237,7 +230,7 @@ def deployed_oos_r2(runs: pd.DataFrame, baselines: pd.DataFrame, procedures: Seq
 
 
 def _gaussian_rows(runs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    rows = [(f"Linear, R2={r2_label(r2)}%", linear_at(runs, [r2])) for r2 in GAUSSIAN_R2]
+    rows = [(world_type_label("linear", r2, None), linear_at(runs, [r2])) for r2 in GAUSSIAN_R2]
     rows.append(("Persistent null", runs[runs["family"] == "persistent_null"]))
     rows.append(("No-signal worlds pooled", no_signal_runs(runs)))
     return rows
@@ -275,7 +268,7 @@ def gaussian_vs_bootstrap(runs: pd.DataFrame) -> Table:
 def _design_rows(runs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     linear = runs[runs["family"] == "linear"]
     levels = sorted(pd.to_numeric(linear["r2"]).dropna().unique())
-    rows = [(f"Linear, R2={r2_label(r2)}%", linear_at(runs, [r2])) for r2 in levels]
+    rows = [(world_type_label("linear", r2, None), linear_at(runs, [r2])) for r2 in levels]
     if (runs["family"] == "persistent_null").any():
         rows.append(("Persistent null", runs[runs["family"] == "persistent_null"]))
     rows.append(("No-signal worlds pooled", no_signal_runs(runs)))

@@ -141,6 +141,10 @@ class WorldSpec:
         """Stable 32-bit integer naming this cell in seed trees (first 8 hex digits of SHA-256 of the label)."""
         return int(hashlib.sha256(self.label().encode()).hexdigest()[:8], 16)
 
+    def world_type(self) -> str:
+        """The world type a report shows (paper Table D.1 rows): :func:`world_type_label` of this spec."""
+        return world_type_label(self.family, self.r2, self.factor)
+
     def label(self) -> str:
         """Return a short, stable, human-readable name such as ``linear_r2=0.01_phi=0.95_rho=-0.8_gaussian``."""
         parts = [self.family]
@@ -149,6 +153,29 @@ class WorldSpec:
             if value is not None:
                 parts.append(f"{name}={value:g}" if isinstance(value, float) else f"{value}")
         return "_".join(parts)
+
+
+TRAP_NAMES = {"persistent_null": "Persistent null", "momentum_null": "Momentum-looking null",
+              "reversal": "Reversal (R2=1%)", "regime": "Regime (R2=1%)"}
+"""How the trap families are named in tables."""
+
+
+def world_type_label(family: str, r2: float | None, factor: str | None) -> str:
+    """The one world-type label: ``Linear, R2=0.5%``, the trap's name, ``Injected HML, R2=1%``.
+
+    R2 is written in percent without trailing zeros (``0.0025`` -> ``0.25``).
+    """
+    percent = "" if r2 is None or r2 != r2 else f"{100 * float(r2):g}"
+    if family == "linear":
+        return f"Linear, R2={percent}%"
+    if family == "injected":
+        return f"Injected {factor or ''}, R2={percent}%"
+    return TRAP_NAMES.get(family, family)
+
+
+def world_group(family: str, factor: str | None) -> str:
+    """The coarse world category of H6's controls: the family, injected worlds split by factor."""
+    return f"injected_{factor or ''}" if family == "injected" else family
 
 
 def linear_cells(shocks: str = "bootstrap", r2_levels: tuple[float, ...] = LINEAR_R2) -> list[WorldSpec]:

@@ -47,3 +47,13 @@ def test_linear_cells_cover_the_paper_grid():
 
 def test_injected_spec_carries_no_shock_choice():
     assert WorldSpec(family="injected", factor="HML", r2=0.0).shocks is None
+
+
+def test_the_one_world_type_label():
+    from planted.worlds.spec import world_group, world_type_label
+
+    assert WorldSpec(family="linear", r2=0.0025, phi=0.95, rho=-0.8, shocks="gaussian").world_type() == "Linear, R2=0.25%"
+    assert world_type_label("linear", 0.0, None) == "Linear, R2=0%"
+    assert WorldSpec(family="injected", factor="RMW", r2=0.01).world_type() == "Injected RMW, R2=1%"
+    assert WorldSpec(family="momentum_null", shocks="bootstrap").world_type() == "Momentum-looking null"
+    assert world_group("injected", "HML") == "injected_HML" and world_group("regime", None) == "regime"
