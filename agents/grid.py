@@ -37,7 +37,7 @@ from planted.agents.workspace_files import remove_tree
 from planted.baselines.panel import panel_from_worlds
 from planted.baselines.procedures import economic_label, run_procedures
 from planted.hashing import canonical_json, sha256_bytes
-from planted.records import rows_frame, run_row
+from planted.records import RESULT_SCHEMA_VERSION, rows_frame, run_row
 from planted.study_config import StudyConfig
 from planted.study_layout import (
     ATTEMPTS_DIR, RESULT_FILE, TRANSCRIPT_FILE, WORKSPACE_POINTER, StudyLayout, atomic_write_json, atomic_write_parquet,
@@ -258,7 +258,7 @@ def _execute(ctx: GridContext, unit, world: World, world_unit: WorldUnit, digest
         "planted_column": world.planted_column, "model": ctx.config["model"].get("model_id"),
         "backend": ctx.config["model"].get("backend"), "sandboxed": ctx.sandboxed, "config_hash": digest,
         "planted_version": planted.__version__, "code_version": code_version(),
-        "analysis_label": ctx.analysis_label,
+        "analysis_label": ctx.analysis_label, "schema_version": RESULT_SCHEMA_VERSION,
     }
     failures: list[str] = []
     try:
@@ -335,7 +335,7 @@ def collect_runs(out: Path, grid: StudyGrid, baselines: pd.DataFrame) -> pd.Data
     """Gather every finished run's result into ``runs.parquet`` (one :class:`~planted.records.RunRow` per run,
     in run order, with the world's truth labels and the same-world baseline claims joined on)."""
     layout = StudyLayout(out)
-    rows = [run_row(json.loads(layout.result_file(u.run_id).read_text()))
+    rows = [run_row(json.loads(layout.result_file(u.run_id).read_text()), layout.result_file(u.run_id))
             for u in grid.runs if layout.result_file(u.run_id).is_file()]
     runs = rows_frame(rows)
     if runs.empty:

@@ -17,6 +17,9 @@ from typing import Any, Iterable
 
 RUNS_SCHEMA_VERSION = 2
 """Version of ``runs.parquet``: 1 had no ``schema_version`` column (planted 0.1 before issue #11); 2 adds it."""
+RESULT_SCHEMA_VERSION = 2
+"""Version of a run's ``result.json``: 2 adds ``schema_version``, ``sandbox``, ``attempts`` and the
+``infra_error`` status (issue #10); 1 (no ``schema_version`` key) is read the same way."""
 
 
 class SchemaVersionError(ValueError):
@@ -81,8 +84,20 @@ def run_columns() -> list[str]:
     return [f.name for f in fields(RunRow)]
 
 
-def run_row(result: dict[str, Any]) -> RunRow:
-    """The row of a run from its ``result.json`` (the one mapping from the record to the table)."""
+def run_row(result: dict[str, Any], source: Path | str = "result.json") -> RunRow:
+    """The row of a run from its ``result.json`` (the one mapping from the record to the table).
+
+    Raises
+    ------
+    SchemaVersionError
+        A record written by a newer planted (``source`` names the file in the message).
+    """
+    version = int(result.get("schema_version", 1))
+    if version > RESULT_SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"{source} has run-record schema version {version}, newer than the {RESULT_SCHEMA_VERSION} this planted reads; "
+            "upgrade planted, or rerun into a new --out directory"
+        )
     evaluation = result.get("evaluation") or {}
     usage = result.get("usage") or {}
     spec = result["spec"]
@@ -129,5 +144,5 @@ def check_runs_schema(runs: Any, path: Path) -> Any:
     return runs if "schema_version" in runs.columns else runs.assign(schema_version=1)
 
 
-__all__ = ["RUNS_SCHEMA_VERSION", "RunRow", "SchemaVersionError", "check_runs_schema", "rows_frame", "run_columns",
+__all__ = ["RESULT_SCHEMA_VERSION", "RUNS_SCHEMA_VERSION", "RunRow", "SchemaVersionError", "check_runs_schema", "rows_frame", "run_columns",
            "run_row"]

@@ -176,6 +176,10 @@ def test_the_grid_writes_every_column_of_the_run_record(tmp_path):
     row = run_row(result)
     assert row.schema_version == RUNS_SCHEMA_VERSION and row.test_oos_r2 == 0.01 and row.holdout_cw_p == 0.2
     assert json.loads(row.seed_entropy) == [1, 2**100] and list(vars(row)) == run_columns()
+    from planted.records import RESULT_SCHEMA_VERSION, SchemaVersionError
+
+    with pytest.raises(SchemaVersionError, match=f"schema version {RESULT_SCHEMA_VERSION + 1}"):
+        run_row(result | {"schema_version": RESULT_SCHEMA_VERSION + 1}, "runs/r/result.json")
 
 
 def test_removing_an_output_changes_no_other_outputs_bytes(multi_model, tmp_path):
