@@ -45,8 +45,6 @@ from planted.study_layout import (
 from planted.worlds import World, WorldFileError, build, read_meta, write_world
 from planted.worlds.files import VISIBLE_FILE
 
-DONE_STATUSES = ("ok", "infra_error")
-"""Statuses of a finished run: ``ok`` (an agent outcome) and ``infra_error`` (given up on; not an outcome)."""
 
 
 class StudyConfigMismatch(RuntimeError):

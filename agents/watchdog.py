@@ -129,8 +129,6 @@ class TreeWatch:
         self.workspace, self.disk_bytes, self.files = workspace, disk_bytes, files
         self.interval, self.disk_interval = interval, disk_interval
         self.breach: Breach | None = None
-        self.breach_detail = ""
-        self.peak_memory = 0
         self.peak_tasks = 0
         self.peak_process_cpu = 0.0
         self.largest_open_file = 0
@@ -162,10 +160,10 @@ class TreeWatch:
         """Whether the tree was seen at its process limit."""
         return self.peak_tasks >= self.processes
 
-    def _kill(self, breach: Breach, detail: str) -> None:
+    def _kill(self, breach: Breach) -> None:
         with self._lock:
             if self.breach is None:
-                self.breach, self.breach_detail = breach, detail
+                self.breach = breach
         self._stop.set()
         try:
             os.killpg(self.pid, signal.SIGKILL)
@@ -185,9 +183,8 @@ class TreeWatch:
             self.held_disk = sum(size for (device, _), (size, links) in held.items() if links == 0 and device == self._device)
             if held:
                 self.largest_open_file = max(self.largest_open_file, max(size for size, _ in held.values()))
-            self.peak_memory = max(self.peak_memory, rss + hidden_memory)
             if rss + hidden_memory > self.memory_bytes:
-                self._kill("memory", f"{rss + hidden_memory} bytes")
+                self._kill("memory")
                 return
             self._stop.wait(self.interval)
 
@@ -195,13 +192,7 @@ class TreeWatch:
         assert self.workspace is not None
         while not self._stop.is_set():
             usage = disk_usage(self.workspace, stop_after_bytes=self.disk_bytes, stop_after_entries=self.files)
-            if usage.bytes + self.held_disk > self.disk_bytes:
-                self._kill("disk", f"{usage.bytes + self.held_disk} bytes")
-                return
-            if usage.entries > self.files:
-                self._kill("disk", f"more than {self.files} files and directories")
-                return
-            if usage.too_deep:
-                self._kill("disk", "directories nested too deeply")
+            if usage.bytes + self.held_disk > self.disk_bytes or usage.entries > self.files or usage.too_deep:
+                self._kill("disk")
                 return
             self._stop.wait(self.disk_interval)

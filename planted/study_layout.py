@@ -98,14 +98,6 @@ class StudyLayout:
         """``runs/<run_id>/result.json``: written last, atomically; a run is done when it says so."""
         return self.run_dir(run_id) / RESULT_FILE
 
-    def transcript(self, run_id: str) -> Path:
-        """``runs/<run_id>/transcript.jsonl``."""
-        return self.run_dir(run_id) / TRANSCRIPT_FILE
-
-    def attempts_dir(self, run_id: str) -> Path:
-        """``runs/<run_id>/attempts/``: earlier attempts' files, numbered from 1."""
-        return self.run_dir(run_id) / ATTEMPTS_DIR
-
     def workspace(self, name: str) -> Path:
         """``ws/<name>/``."""
         return self.workspaces_dir / name
