@@ -252,7 +252,9 @@ class _Harness:
             limit = self.limits.sandbox.memory_bytes
             return f"{what}: the model's processes used more than {limit} bytes of memory together and were killed"
         if self.watch.breach == "disk":
-            return f"{what}: the model wrote more than {self.limits.sandbox.disk_bytes} bytes of files and was killed"
+            limits = self.limits.sandbox
+            return (f"{what}: the model passed the workspace limits ({limits.disk_bytes} bytes, {limits.files} files and "
+                    "directories, nested at most 64 deep) and was killed")
         try:
             self.proc.wait(timeout=2.0)
         except subprocess.TimeoutExpired:

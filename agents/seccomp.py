@@ -9,7 +9,8 @@ It returns ``EPERM`` for:
 * mounting and root changes: ``mount``, ``umount2``, ``pivot_root``, ``chroot``, the new mount API
   (``fsopen``, ``fsmount``, ``fspick``, ``move_mount``, ``open_tree``, ``mount_setattr``);
 * inspecting or changing other processes and the kernel: ``ptrace``, ``process_vm_readv/writev``,
-  ``kcmp``, ``pidfd_getfd``, ``process_madvise``,
+  ``kcmp``, ``pidfd_getfd``, ``process_madvise``, System V shared memory and message queues
+  (``shm*``, ``msg*``: memory no process's resident set shows) and ``memfd_secret``,
   ``bpf``, ``perf_event_open``, ``userfaultfd``, ``io_uring_*``, the keyring (``add_key``,
   ``request_key``, ``keyctl``), modules and ``kexec``, ``open_by_handle_at``, ``syslog``, ``acct``,
   ``swapon/off``, ``reboot``, ``quotactl``;
@@ -50,6 +51,7 @@ DENIED = (
     "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register", "add_key", "request_key", "keyctl",
     "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "open_by_handle_at",
     "syslog", "acct", "swapon", "swapoff", "reboot", "quotactl", "kcmp", "pidfd_getfd", "process_madvise",
+    "shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl", "memfd_secret",
 )
 """System calls answered with EPERM whatever their arguments."""
 
@@ -63,6 +65,8 @@ SYSCALLS: dict[str, dict[str, int]] = {
         "finit_module": 313, "delete_module": 176, "kexec_load": 246, "kexec_file_load": 320,
         "open_by_handle_at": 304, "syslog": 103, "acct": 163, "swapon": 167, "swapoff": 168, "reboot": 169,
         "quotactl": 179, "kcmp": 312, "pidfd_getfd": 438, "process_madvise": 440,
+        "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71,
+        "memfd_secret": 447,
     },
     "aarch64": {
         "clone": 220, "clone3": 435, "unshare": 97, "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41,
@@ -73,6 +77,8 @@ SYSCALLS: dict[str, dict[str, int]] = {
         "finit_module": 273, "delete_module": 106, "kexec_load": 104, "kexec_file_load": 294,
         "open_by_handle_at": 265, "syslog": 116, "acct": 89, "swapon": 224, "swapoff": 225, "reboot": 142,
         "quotactl": 60, "kcmp": 272, "pidfd_getfd": 438, "process_madvise": 440,
+        "msgget": 186, "msgctl": 187, "msgrcv": 188, "msgsnd": 189, "shmget": 194, "shmctl": 195, "shmat": 196,
+        "shmdt": 197, "memfd_secret": 447,
     },
 }
 """System call numbers by machine (arch/x86/entry/syscalls/syscall_64.tbl, include/uapi/asm-generic/unistd.h)."""

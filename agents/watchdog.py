@@ -12,15 +12,21 @@ Conventions:
 
 * memory: resident set size summed over every process descending from the sandbox's first
   process (pages shared between processes are counted once per process: conservative), plus the
-  size of every unlinked regular file held open by a process of the tree outside the workspace's
-  file system (``memfd_create``, a deleted ``/tmp`` file): memory no RSS shows. Sampled every
+  memory no RSS shows: the larger of the unlinked regular files the tree holds open outside the
+  workspace's file system (``memfd_create``, a deleted ``/tmp`` file) and the growth of the host's
+  shared memory (``Shmem``) since the call started (which also sees a memfd that is only mapped,
+  or in flight on a socket, and the sandbox's tmpfs). The growth is host-wide: shared memory that
+  another process takes during the call is counted too (conservative). Sampled every
   ``interval`` seconds, so a tree may pass the cap by what it allocates in one interval before it
   is killed.
 * processes: tasks (threads included, as ``RLIMIT_NPROC`` counts them) of the same tree; the
   highest count seen is kept (see :attr:`TreeWatch.saturated`).
 * CPU: the largest CPU time (user + system) any process of the tree was seen to have used.
 * workspace: :func:`planted.agents.workspace_files.disk_usage` (bytes, entries, nesting), plus the
-  unlinked files held open on the workspace's file system; walked every ``disk_interval`` seconds.
+  disk no walk shows: the larger of the unlinked files held open on the workspace's file system
+  and the growth of that file system's used space since the call started beyond the growth the
+  walk sees (files mapped or in flight after their unlink; host-wide, so another process's writes
+  during the call count too); walked every ``disk_interval`` seconds.
 * the largest regular file any process of the tree holds open (for the file-size limit).
 """
 
@@ -61,6 +67,21 @@ def _process_table() -> dict[int, tuple[int, int, int, float]]:
         cpu = (int(fields[11]) + int(fields[12])) / _TICK
         table[int(name)] = (int(fields[1]), int(fields[17]), int(fields[21]) * _PAGE, cpu)
     return table
+
+
+def shmem_bytes() -> int:
+    """The host's shared memory in use (``Shmem`` of ``/proc/meminfo``): tmpfs, memfd and System V pages."""
+    with open("/proc/meminfo", "rb") as handle:
+        for line in handle:
+            if line.startswith(b"Shmem:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def free_bytes(directory: Path) -> int:
+    """Free bytes of the file system holding ``directory``."""
+    info = os.statvfs(directory)
+    return info.f_bfree * info.f_frsize
 
 
 def tree_pids(root_pid: int, table: dict[int, tuple[int, int, int, float]]) -> list[int]:
@@ -134,6 +155,11 @@ class TreeWatch:
         self.largest_open_file = 0
         self.held_disk = 0
         self._device = os.stat(workspace).st_dev if workspace is not None else None
+        # Baselines of two host-wide measures, for what no process's descriptors or mappings show:
+        # memory and disk held through descriptors in flight on a socket or a mapping of an unlinked file.
+        self._shmem_at_start = shmem_bytes()
+        self._free_at_start = free_bytes(workspace) if workspace is not None else 0
+        self._visible_at_start = disk_usage(workspace).bytes if workspace is not None else 0
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._threads = [threading.Thread(target=self._watch_processes, name=f"treewatch-{pid}", daemon=True)]
@@ -179,7 +205,8 @@ class TreeWatch:
             self.peak_tasks = max(self.peak_tasks, tasks)
             self.peak_process_cpu = max([self.peak_process_cpu, *(table[p][3] for p in pids)])
             held = held_files(pids)
-            hidden_memory = sum(size for (device, _), (size, links) in held.items() if links == 0 and device != self._device)
+            held_memory = sum(size for (device, _), (size, links) in held.items() if links == 0 and device != self._device)
+            hidden_memory = max(held_memory, shmem_bytes() - self._shmem_at_start)
             self.held_disk = sum(size for (device, _), (size, links) in held.items() if links == 0 and device == self._device)
             if held:
                 self.largest_open_file = max(self.largest_open_file, max(size for size, _ in held.values()))
@@ -192,7 +219,9 @@ class TreeWatch:
         assert self.workspace is not None
         while not self._stop.is_set():
             usage = disk_usage(self.workspace, stop_after_bytes=self.disk_bytes, stop_after_entries=self.files)
-            if usage.bytes + self.held_disk > self.disk_bytes or usage.entries > self.files or usage.too_deep:
+            growth = self._free_at_start - free_bytes(self.workspace)
+            hidden_disk = max(self.held_disk, growth - (usage.bytes - self._visible_at_start))
+            if usage.bytes + hidden_disk > self.disk_bytes or usage.entries > self.files or usage.too_deep:
                 self._kill("disk")
                 return
             self._stop.wait(self.disk_interval)

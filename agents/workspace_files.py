@@ -9,8 +9,8 @@ is the same for existing and missing targets; opening a FIFO does not block), ch
 descriptor that it is a regular file no larger than the cap, and reads it from that descriptor.
 :func:`disk_usage`, :func:`remove_changed_since` and :func:`remove_tree` walk a workspace by
 directory descriptors with ``O_NOFOLLOW``, iteratively, so that links, races that swap a directory
-for a link, and trees deeper than ``PATH_MAX`` or the interpreter's recursion limit neither mislead
-nor crash the host.
+for a link, and trees of any depth (deeper than ``PATH_MAX`` or the interpreter's recursion limit)
+neither mislead nor crash the host.
 """
 
 from __future__ import annotations
@@ -185,57 +185,80 @@ def disk_usage(root: Path, *, changed_since_ns: int = 0, stop_after_bytes: int |
     return DiskUsage(total, entries, largest, too_deep)
 
 
-def _flatten(root_fd: int, depth_limit: int) -> None:
-    """Move every directory deeper than ``depth_limit`` up to ``root_fd`` under a fresh name.
+def _prune(root: Path, *, since_ns: int | None, prune_below: int | None) -> list[str]:
+    """Post-order walk of ``root``'s tree, however deep, removing entries; return the removed names.
 
-    Afterwards no directory is nested deeper than ``depth_limit + 1``; renames stay inside one file
-    system and follow no links. Used only when no sandboxed process is alive.
+    A non-directory is removed when ``since_ns`` is None or its change time is at or after it; a
+    directory is removed once it is empty and (``since_ns`` None or) its modification time is at or
+    after ``since_ns``; a directory at depth ``prune_below`` or deeper is removed with everything
+    in it. The walk holds two descriptors and a stack of names: it descends by ``openat`` of a
+    child with ``O_NOFOLLOW`` and climbs back by ``..``, which is sound only while nothing else
+    changes the tree, so it runs only when no sandboxed process is alive. Links are removed, never
+    followed; names are returned as JSON strings relative to ``root`` (directories end with ``/``).
     """
-    counter = 0
-    stack: list[tuple[int, list[str]]] = [(os.dup(root_fd), [])]
+    import json
+
+    removed: list[str] = []
+    top = os.open(root, _DIRECTORY_FLAGS)
+    current = top
+    names: list[str] = []  # the path from root to current
+    done_below: list[set[str]] = [set()]  # children of the directory at each depth already walked
     try:
-        with os.scandir(root_fd) as iterator:
-            stack[0][1].extend(e.name for e in iterator if e.is_dir(follow_symlinks=False))
-        while stack:
-            fd, pending = stack[-1]
-            if not pending:
-                os.close(fd)
-                stack.pop()
-                continue
-            name = pending.pop()
-            if len(stack) >= depth_limit:
-                while True:
-                    counter += 1
-                    target = f".planted-flattened-{counter}"
+        while True:
+            shown = "".join(f"{n}/" for n in names)
+            everything = since_ns is None or (prune_below is not None and len(names) >= prune_below)
+            child = None
+            with os.scandir(current) as iterator:
+                entries = [(e.name, e.stat(follow_symlinks=False)) for e in iterator]
+            for name, info in entries:
+                if stat.S_ISDIR(info.st_mode):
+                    if child is None and name not in done_below[-1]:
+                        child = name
+                elif everything or info.st_ctime_ns >= since_ns:  # type: ignore[operator]
                     try:
-                        os.rename(name, target, src_dir_fd=fd, dst_dir_fd=root_fd)
-                        break
-                    except FileExistsError:
-                        continue
+                        os.unlink(name, dir_fd=current)
                     except OSError:
-                        break
-                stack[0][1].append(target)
+                        continue
+                    removed.append(json.dumps(os.fsdecode(shown + name), ensure_ascii=True))
+            if child is not None:
+                fd = _open_child(current, child)
+                done_below[-1].add(child)
+                if fd is None:
+                    continue
+                if current != top:
+                    os.close(current)
+                current = fd
+                names.append(child)
+                done_below.append(set())
                 continue
-            child = _open_child(fd, name)
-            if child is None:
-                continue
-            with os.scandir(child) as iterator:
-                names = [e.name for e in iterator if e.is_dir(follow_symlinks=False)]
-            stack.append((child, names))
+            if not names:
+                break
+            info = os.fstat(current)
+            empty = not os.listdir(current)
+            parent = os.open("..", _DIRECTORY_FLAGS, dir_fd=current) if len(names) > 1 else top
+            os.close(current)
+            current = parent
+            name = names.pop()
+            done_below.pop()
+            if empty and (everything or info.st_mtime_ns >= since_ns):  # type: ignore[operator]
+                try:
+                    os.rmdir(name, dir_fd=current)
+                except OSError:
+                    continue
+                removed.append(json.dumps(os.fsdecode(shown), ensure_ascii=True))
     finally:
-        for fd, _ in stack:
-            os.close(fd)
+        if current != top:
+            os.close(current)
+        os.close(top)
+    return sorted(removed)
 
 
 def remove_tree(path: Path) -> None:
     """Remove ``path`` and everything below it, however deep, following no links.
 
-    ``shutil.rmtree`` recurses (a tree of a few thousand levels raises ``RecursionError``);
-    here the tree is first flattened (:func:`_flatten`) so that the removal's depth is bounded.
-    Used for workspaces, only when no sandboxed process is alive.
+    ``shutil.rmtree`` recurses (a tree of a thousand levels raises ``RecursionError``); this walk is
+    iterative (:func:`_prune`). Used for workspaces, only when no sandboxed process is alive.
     """
-    import shutil
-
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -243,72 +266,22 @@ def remove_tree(path: Path) -> None:
     if not stat.S_ISDIR(info.st_mode):
         os.unlink(path)
         return
-    fd = os.open(path, _DIRECTORY_FLAGS)
-    try:
-        _flatten(fd, depth_limit=MAX_DEPTH)
-    finally:
-        os.close(fd)
-    shutil.rmtree(path)
+    _prune(Path(path), since_ns=None, prune_below=None)
+    os.rmdir(path)
 
 
 def remove_changed_since(root: Path, since_ns: int) -> list[str]:
-    """Remove what a call wrote: every non-directory entry below ``root`` changed at or after ``since_ns``,
-    then every directory left empty by that whose modification time is at or after ``since_ns``.
+    """Remove what a call wrote, and whatever is nested deeper than :data:`MAX_DEPTH`.
 
-    Nothing is followed; the tree is first flattened (:func:`_flatten`), the walk holds one
-    descriptor per level and builds no long paths. (A directory that existed before and held only
-    new files is removed too: the kernel does not record when a directory was created.) Returns the
-    removed entries relative to ``root``, each written as a JSON string (a name holding a newline or
-    undecodable bytes is shown escaped, never as a line of its own), sorted.
+    Every non-directory entry below ``root`` changed at or after ``since_ns`` is removed, then every
+    directory left empty by that whose modification time is at or after ``since_ns``; a directory
+    at depth :data:`MAX_DEPTH` or deeper is removed with everything in it (however old: it is over
+    the nesting limit). (A directory that existed before and held only new files is removed too:
+    the kernel does not record when a directory was created.) Returns the removed entries relative
+    to ``root``, each written as a JSON string (a name holding a newline or undecodable bytes is
+    shown escaped, never as a line of its own), sorted. Only when no sandboxed process is alive.
     """
-    import json
-
-    removed: list[str] = []
-    top = os.open(root, _DIRECTORY_FLAGS)
-    _flatten(top, depth_limit=MAX_DEPTH)
-    # (descriptor, its name in the parent, the parent's descriptor, shown path, subdirectories to visit)
-    stack: list[tuple[int, str, int, str, list[str] | None]] = [(top, "", -1, "", None)]
-    try:
-        while stack:
-            fd, name, parent, shown, pending = stack[-1]
-            if pending is None:  # first visit: remove new files, list subdirectories
-                pending = []
-                with os.scandir(fd) as iterator:
-                    entries = [(e.name, e.stat(follow_symlinks=False)) for e in iterator]
-                for child, info in entries:
-                    if stat.S_ISDIR(info.st_mode):
-                        pending.append(child)
-                    elif info.st_ctime_ns >= since_ns:
-                        try:
-                            os.unlink(child, dir_fd=fd)
-                        except OSError:
-                            continue
-                        removed.append(json.dumps(os.fsdecode(f"{shown}{child}"), ensure_ascii=True))
-                stack[-1] = (fd, name, parent, shown, pending)
-            if pending:
-                child = pending.pop()
-                child_fd = _open_child(fd, child)
-                if child_fd is not None:
-                    stack.append((child_fd, child, fd, f"{shown}{child}/", None))
-                continue
-            stack.pop()
-            if parent == -1:
-                continue
-            info = os.fstat(fd)
-            empty = not os.listdir(fd)
-            os.close(fd)
-            if empty and info.st_mtime_ns >= since_ns:
-                try:
-                    os.rmdir(name, dir_fd=parent)
-                except OSError:
-                    continue
-                removed.append(json.dumps(os.fsdecode(shown), ensure_ascii=True))
-    finally:
-        for fd, *_ in stack:
-            if fd != top:
-                os.close(fd)
-        os.close(top)
-    return sorted(removed)
+    return _prune(Path(root), since_ns=since_ns, prune_below=MAX_DEPTH)
 
 
 __all__ = ["MAX_DEPTH", "MODEL_FILE_CAP", "DiskUsage", "WorkspaceFileError", "disk_usage", "read_workspace_file",

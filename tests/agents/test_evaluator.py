@@ -6,6 +6,7 @@ import math
 import os
 import shutil
 import socket
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -335,3 +336,21 @@ def test_forged_replies_on_the_protocol_channel_make_the_model_not_evaluable(tmp
     result = evaluate(model, train, test, limits=FAST)
     assert not result.evaluable and ("malformed reply" in result.error or "extra reply" in result.error
                                       or "non-finite" in result.error), result.error
+
+
+def test_a_deep_tree_made_by_the_model_is_removed_and_evaluate_returns(tmp_path, small):
+    """A model that builds 1,500 nested directories in the evaluator's workspace at import time."""
+    model = tmp_path / "final_model.py"
+    model.write_text(
+        "import os\nroot = os.open('.', os.O_RDONLY | os.O_DIRECTORY)\nbottoms = []\nfor i in range(25):\n"
+        "    fd, name = os.dup(root), f'seg{i}'\n    for d in range(60):\n"
+        "        os.mkdir(name, dir_fd=fd); new = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)\n"
+        "        os.close(fd); fd, name = new, 'd'\n    bottoms.append(fd)\n"
+        "for i in range(1, 25):\n    os.rename(f'seg{i}', 's', src_dir_fd=root, dst_dir_fd=bottoms[i - 1])\n\n\n"
+        "def fit(train):\n    return None\n\n\ndef predict(state, history):\n    return float(history['asset_A'].mean())\n"
+    )
+    train, test = small
+    before = set(Path(tempfile.gettempdir()).glob("planted-eval-*"))
+    result = evaluate(model, train, test, limits=FAST)
+    assert result.evaluable or "workspace limits" in (result.error or ""), result.error  # never an exception
+    assert set(Path(tempfile.gettempdir()).glob("planted-eval-*")) == before  # nothing left on the host

@@ -435,3 +435,73 @@ def test_the_bundled_pip_wheel_is_hidden(sandbox: BwrapSandbox) -> None:
         "print(wheels)\n"
     )
     assert probe.stdout == "[]\n", probe.observation()
+
+
+# ---------------------------------------------------------------- the second red team's probes
+
+_RAW_MMAP = (
+    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.mmap.restype = ctypes.c_void_p\n"
+    "libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]\n"
+)
+
+
+@pytest.mark.parametrize("hide", [
+    # memfds sent in flight on a socket, their descriptors closed
+    "import array, os, socket, time\na, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+    "for i in range(60):\n    fd = os.memfd_create(f'm{i}')\n    os.posix_fallocate(fd, 0, 7 * 2**20)\n"
+    "    a.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [fd]))])\n    os.close(fd)\n"
+    "time.sleep(10)\n",
+    # memfds kept only by a one-page mapping (no descriptor)
+    _RAW_MMAP + "import os, time\nfor i in range(60):\n    fd = os.memfd_create(f'm{i}')\n"
+    "    os.posix_fallocate(fd, 0, 7 * 2**20)\n    libc.mmap(None, 4096, 1, 1, fd, 0)\n    os.close(fd)\ntime.sleep(10)\n",
+])
+def test_memory_held_outside_descriptor_tables_counts(world: Path, tmp_path: Path, hide: str) -> None:
+    limits = SandboxLimits(wall_seconds=20.0, processes=32, memory_bytes=256 * MIB, file_bytes=8 * MIB)
+    result = BwrapSandbox(tmp_path / "ws", None, limits).run_python(hide)
+    assert result.limit_hit == "memory" and result.wall_seconds < 9, result.observation()
+
+
+def test_disk_held_by_mappings_of_unlinked_files_counts(tmp_path: Path) -> None:
+    limits = SandboxLimits(wall_seconds=20.0, processes=32, file_bytes=32 * MIB, disk_bytes=64 * MIB)
+    result = BwrapSandbox(tmp_path / "ws", None, limits).run_python(
+        _RAW_MMAP + "import os, time\nfor i in range(8):\n    fd = os.open(f'/workspace/f{i}', os.O_CREAT | os.O_RDWR, 0o600)\n"
+        "    os.posix_fallocate(fd, 0, 30 * 2**20)\n    libc.mmap(None, 4096, 1, 1, fd, 0)\n"
+        "    os.unlink(f'/workspace/f{i}')\n    os.close(fd)\ntime.sleep(10)\n"
+    )
+    assert result.limit_hit == "disk" and result.wall_seconds < 9, result.observation()
+
+
+def test_system_v_shared_memory_is_refused(sandbox: BwrapSandbox) -> None:
+    result = sandbox.run_python(
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(libc.shmget(0, 2**20, 0o1000 | 0o600), ctypes.get_errno(), libc.msgget(0, 0o1000 | 0o600), ctypes.get_errno())\n"
+    )
+    assert result.stdout.split() == ["-1", "1", "-1", "1"], result.observation()  # EPERM
+
+
+def test_a_deep_tree_linked_across_calls_is_pruned_and_removed(tmp_path: Path) -> None:
+    """25 chains of 60 levels built in one call and linked into 1,500 levels in the next, with the
+    names the old flattening used taken: the host prunes it, the next call works, removal works."""
+    from planted.agents.workspace_files import disk_usage, remove_tree
+
+    limits = SandboxLimits(wall_seconds=30.0, processes=32, file_bytes=8 * MIB, disk_bytes=64 * MIB)
+    deep = BwrapSandbox(tmp_path / "ws", None, limits)
+    deep.run_python(
+        "import os\nfor k in range(1, 4):\n    os.makedirs(f'/workspace/.planted-flattened-{k}/keep', exist_ok=True)\n"
+        "root = os.open('/workspace', os.O_RDONLY | os.O_DIRECTORY)\nfor i in range(25):\n"
+        "    fd, name = os.dup(root), f'seg{i}'\n    for d in range(60):\n"
+        "        os.mkdir(name, dir_fd=fd); new = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)\n"
+        "        os.close(fd); fd, name = new, 'd'\n"
+    )
+    linked = deep.run_python(
+        "import os\nroot = os.open('/workspace', os.O_RDONLY | os.O_DIRECTORY)\ndef bottom(i):\n"
+        "    fd = os.open(f'seg{i}', os.O_RDONLY | os.O_DIRECTORY, dir_fd=root)\n    for d in range(59):\n"
+        "        new = os.open('d', os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd); os.close(fd); fd = new\n    return fd\n"
+        "b = [bottom(i) for i in range(24)]\nfor i in range(1, 25):\n"
+        "    os.rename(f'seg{i}', 's', src_dir_fd=root, dst_dir_fd=b[i - 1])\n"
+    )
+    assert linked.limit_hit == "disk", linked.observation()
+    assert not disk_usage(deep.workspace).too_deep
+    assert_healthy(deep)
+    remove_tree(deep.workspace)
+    assert not deep.workspace.exists()
