@@ -196,6 +196,7 @@ def freeze(study: str, *, out: Path = Path("runs"), prereg_dir: Path | None = No
         raise PreregistrationError(f"{study} is already frozen ({target / 'manifest.json'}); verify it instead")
     repo = Path(repo) if repo is not None else target_root.parent
     if tag:
+        _check_inside_repository(target_root, repo)
         dirty = _uncommitted_controlled(repo)
         if dirty:
             raise PreregistrationError(f"commit these hash-controlled files before freezing: {', '.join(dirty)}")
@@ -236,10 +237,32 @@ def freeze(study: str, *, out: Path = Path("runs"), prereg_dir: Path | None = No
     write_secret(secret_path, secret, study)
     if tag:
         relative = target.resolve().relative_to(repo.resolve())
-        _git(repo, "add", str(relative))
-        _git(repo, "commit", "-m", f"Freeze study {study} (preregistration manifest)", "--", str(relative))
-        _git(repo, "tag", "-a", study, "-m", f"Preregistered study {study}")
+        try:
+            _git(repo, "add", str(relative))
+            _git(repo, "commit", "-m", f"Freeze study {study} (preregistration manifest)", "--", str(relative))
+            _git(repo, "tag", "-a", study, "-m", f"Preregistered study {study}")
+        except PreregistrationError:
+            # a manifest that was never committed must not look frozen: take everything back
+            for name in ("manifest.json", "run_order.csv", "study.yaml"):
+                (target / name).unlink(missing_ok=True)
+            secret_path.unlink(missing_ok=True)
+            raise
     return target
+
+
+def _check_inside_repository(prereg_dir: Path, repo: Path) -> None:
+    """Refuse, before anything is written, a prereg directory outside a git work tree ``repo``."""
+    result = subprocess.run(["git", "-C", str(repo), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise PreregistrationError(
+            f"{repo} is not a git repository, so a freeze there could not be committed and tagged; pass "
+            "--prereg-dir inside your project's git repository (e.g. --prereg-dir prereg from its top directory)"
+        )
+    top = Path(result.stdout.strip()).resolve()
+    if not Path(prereg_dir).resolve().is_relative_to(top) or "site-packages" in Path(prereg_dir).resolve().parts:
+        raise PreregistrationError(
+            f"{prereg_dir} is not inside the git work tree {top}; pass --prereg-dir inside your project's repository"
+        )
 
 
 def verify(study: str, *, prereg_dir: Path | None = None) -> Drift:

@@ -89,3 +89,26 @@ def test_unfrozen_studies_run_as_exploratory(tmp_path):
     assert analysis_label("smoke", exploratory=False, prereg_dir=tmp_path) == ("exploratory", None)
     with pytest.raises(PreregistrationError, match="not frozen"):
         verify("smoke", prereg_dir=tmp_path)
+
+
+def test_a_freeze_that_cannot_be_committed_leaves_nothing_frozen(tmp_path):
+    """Outside a git repository (the installed package's own directory, say) freeze refuses before
+    writing; a commit that fails takes the manifest and the secret back, so nothing verifies as frozen."""
+    plain = tmp_path / "not-a-repo"
+    plain.mkdir()
+    with pytest.raises(PreregistrationError, match="not a git repository"):
+        freeze("prereg-v3", out=tmp_path / "runs", prereg_dir=plain / "prereg")
+    assert not (plain / "prereg").exists() and not (tmp_path / "runs").exists()
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for args in (["init", "-q"], ["config", "user.email", "t@example.org"], ["config", "user.name", "t"]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True)
+    (repo / ".gitignore").write_text("prereg/\n")  # git add of the manifest fails
+    subprocess.run(["git", "-C", str(repo), "add", ".gitignore"], check=True)
+    subprocess.run(["git", "-C", str(repo), "commit", "-qm", "start"], check=True)
+    with pytest.raises(PreregistrationError, match="git add"):
+        freeze("prereg-v3", out=tmp_path / "runs", prereg_dir=repo / "prereg", repo=repo)
+    assert not (repo / "prereg" / "prereg-v3" / "manifest.json").exists()
+    assert not (tmp_path / "runs" / "prereg-v3" / "sealed" / "study_secret.json").exists()
+    with pytest.raises(PreregistrationError, match="not frozen"):
+        verify("prereg-v3", prereg_dir=repo / "prereg")
