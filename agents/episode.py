@@ -8,9 +8,8 @@ the grid runner writes atomically as ``result.json``.
 
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,6 +21,7 @@ from planted.agents.protocol import MODEL_FILE, EpisodeProtocol, PythonRunner
 from planted.agents.tools import TOOL_SCHEMAS, ToolResult
 from planted.agents.transcript import EventLog
 from planted.hashing import sha256_file
+from planted.run_record import EpisodeOutcome, EvaluationSummary
 from planted.study_layout import EVALUATION_FILE, TRANSCRIPT_FILE
 
 MAX_TURNS = 120
@@ -44,19 +44,6 @@ class EpisodeSettings:
     max_nudges: int = MAX_NUDGES
 
 
-def evaluation_summary(evaluation: Any) -> dict[str, Any]:
-    """The scalar results of an evaluation as JSON types (the forecasts go to ``evaluation.csv``)."""
-    def number(value: float) -> float | None:
-        return float(value) if math.isfinite(value) else None  # NaN (not evaluable) -> null
-
-    return {
-        "evaluable": bool(evaluation.evaluable), "error": evaluation.error, "oos_r2": number(evaluation.oos_r2),
-        "cw_stat": number(evaluation.cw_stat), "cw_pvalue": number(evaluation.cw_pvalue),
-        "n_forecasts": int(evaluation.n_forecasts), "refit_every": int(evaluation.refit_every),
-        "sandboxed": bool(evaluation.sandboxed), "wall_seconds": round(float(evaluation.wall_seconds), 3),
-    }
-
-
 def sandbox_description(sandbox: object) -> dict[str, Any] | None:
     """What the episode's sandbox was (kind, limits, seccomp, the agent's package versions), if it says."""
     describe = getattr(sandbox, "describe", None)
@@ -76,8 +63,8 @@ def run_episode(
     sandbox_factory: SandboxFactory,
     evaluator: Evaluator,
     settings: EpisodeSettings = EpisodeSettings(),
-) -> dict[str, Any]:
-    """Run one episode and return its record (JSON-ready).
+) -> EpisodeOutcome:
+    """Run one episode and return its outcome (the grid adds the run's identity and writes it as ``result.json``).
 
     Parameters
     ----------
@@ -157,31 +144,31 @@ def run_episode(
             log.write("evaluation_start", model_sha256=model_sha)
             evaluation = evaluator(run_dir / MODEL_FILE, visible, test)
             evaluation.to_frame().to_csv(run_dir / EVALUATION_FILE, index=False, float_format="%.17g")
-            log.write("evaluation", **evaluation_summary(evaluation))
+            log.write("evaluation", **asdict(EvaluationSummary.of(evaluation)))
         log.write("episode_end", stop=stop)
-    return {
-        "stop": stop,
-        "verdict": submission.verdict if submission else None,
-        "claim": bool(submission.claim) if submission else False,
-        "probability": submission.probability if submission else None,
-        "rationale": submission.rationale if submission else None,
-        "predictors": submission.predictors if submission else None,
-        "prior_verdict": record.prior["verdict"] if record.prior else None,
-        "prior_probability": record.prior["probability"] if record.prior else None,
-        "n_specs": len(record.specs),
-        "budget_used": record.budget_used,
-        "invalid_calls": record.invalid_calls,
-        "rejected_submissions": record.rejected_submissions,
-        "limit_hits": record.limit_hits,
-        "tool_calls": record.tool_calls,
-        "final_model_sha256": model_sha,
-        "evaluation": None if evaluation is None else evaluation_summary(evaluation),
-        "usage": vars(usage),
-        "served_models": sorted(m for m in served if m),
-        "wall_seconds": round(time.monotonic() - started, 3),
-        "sandbox": sandbox_description(sandbox),
-        "record": record.to_dict(),
-    }
+    return EpisodeOutcome(
+        stop=stop,
+        verdict=submission.verdict if submission else None,
+        claim=bool(submission.claim) if submission else False,
+        probability=submission.probability if submission else None,
+        rationale=submission.rationale if submission else None,
+        predictors=tuple(submission.predictors) if submission else None,
+        prior_verdict=record.prior["verdict"] if record.prior else None,
+        prior_probability=record.prior["probability"] if record.prior else None,
+        n_specs=len(record.specs),
+        budget_used=record.budget_used,
+        invalid_calls=record.invalid_calls,
+        rejected_submissions=record.rejected_submissions,
+        limit_hits=tuple(record.limit_hits),
+        tool_calls=record.tool_calls,
+        final_model_sha256=model_sha,
+        evaluation=None if evaluation is None else EvaluationSummary.of(evaluation),
+        usage=usage,
+        served_models=tuple(sorted(m for m in served if m)),
+        wall_seconds=round(time.monotonic() - started, 3),
+        sandbox=sandbox_description(sandbox),
+        record=record.to_dict(),
+    )
 
 
 __all__ = ["EpisodeSettings", "FatalBackendError", "run_episode"]

@@ -37,7 +37,8 @@ from planted.agents.workspace_files import remove_tree
 from planted.baselines.panel import panel_from_worlds
 from planted.baselines.procedures import economic_label, run_procedures
 from planted.hashing import canonical_json, sha256_bytes
-from planted.records import RESULT_SCHEMA_VERSION, rows_frame, run_row
+from planted.records import baselines_frame, rows_frame, run_row
+from planted.run_record import RunIdentity, RunRecord, RunRecordError, read_run_record
 from planted.study_config import StudyConfig
 from planted.study_layout import (
     ATTEMPTS_DIR, RESULT_FILE, TRANSCRIPT_FILE, WORKSPACE_POINTER, StudyLayout, atomic_write_json, atomic_write_parquet,
@@ -161,7 +162,7 @@ def run_baselines(ctx: GridContext, grid: StudyGrid, worlds: dict[str, World]) -
             frame["signal"] = panel.signal
             frame["economic"] = economic
             frames.append(frame)
-    table = pd.concat(frames, ignore_index=True)
+    table = baselines_frame(pd.concat(frames, ignore_index=True))
     atomic_write_parquet(path, table)
     return table
 
@@ -172,10 +173,10 @@ def run_status(run_dir: Path) -> str | None:
     if not result.is_file():
         return None
     try:
-        status = json.loads(result.read_text()).get("status")
+        status = read_run_record(result).status
         if status == "ok":
             read_events(run_dir / TRANSCRIPT_FILE)
-    except (ValueError, TranscriptError, FileNotFoundError):
+    except (RunRecordError, TranscriptError, FileNotFoundError):
         return None
     return status
 
@@ -225,13 +226,13 @@ def archive_attempt(run_dir: Path, layout: StudyLayout) -> int | None:
     return number
 
 
-def _attempt(ctx: GridContext, unit, world: World, base: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+def _attempt(ctx: GridContext, unit, world: World, identity: RunIdentity, run_dir: Path) -> RunRecord:
     """One attempt of a run: its record (status ``ok``) or the infrastructure error (status ``error``)."""
     workspace = new_workspace(ctx.layout)
     (run_dir / WORKSPACE_POINTER).write_text(workspace.name + "\n")
-    base = base | {"workspace": str(workspace.relative_to(ctx.out))}
+    started = RunRecord(identity, status="error", workspace=str(workspace.relative_to(ctx.out)))
     try:
-        record = run_episode(
+        outcome = run_episode(
             backend=ctx.backend, prompts=ctx.prompts, framing=unit.framing, visible=world.visible, test=world.test,
             data_file=ctx.layout.world_dir(unit.world_id) / VISIBLE_FILE, run_dir=run_dir, workspace=workspace,
             sandbox_factory=ctx.sandbox_factory, evaluator=ctx.evaluator, settings=ctx.settings,
@@ -239,8 +240,8 @@ def _attempt(ctx: GridContext, unit, world: World, base: dict[str, Any], run_dir
     except FatalBackendError:
         raise
     except Exception as exc:  # infrastructure failure (never the agent's): recorded, retried
-        return base | {"status": "error", "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
-    return base | {"status": "ok", "error": None} | record
+        return started.ended("error", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+    return started.ended("ok", outcome=outcome)
 
 
 def _execute(ctx: GridContext, unit, world: World, world_unit: WorldUnit, digest: str, ledger: EventLog) -> None:
@@ -250,32 +251,32 @@ def _execute(ctx: GridContext, unit, world: World, world_unit: WorldUnit, digest
         tqdm.write(f"{unit.run_id}: an unfinished earlier attempt is kept in {run_dir / ATTEMPTS_DIR / str(earlier)}")
     run_dir.mkdir(parents=True, exist_ok=True)
     ledger.write("run_start", run_id=unit.run_id)
-    base = {
-        "run_id": unit.run_id, "world_id": unit.world_id, "framing": unit.framing, "replicate": unit.replicate,
-        "group": unit.group, "spec": world_unit.spec.to_dict(), "seed": world.meta["seed"],
-        "planted_column": world.planted_column, "model": ctx.config["model"].get("model_id"),
-        "backend": ctx.config["model"].get("backend"), "sandboxed": ctx.sandboxed, "config_hash": digest,
-        "planted_version": planted.__version__, "code_version": code_version(),
-        "analysis_label": ctx.analysis_label, "schema_version": RESULT_SCHEMA_VERSION,
-    }
+    identity = RunIdentity(
+        run_id=unit.run_id, world_id=unit.world_id, framing=unit.framing, replicate=unit.replicate,
+        group=unit.group, spec=world_unit.spec.to_dict(), seed=world.meta["seed"],
+        planted_column=world.planted_column, model=ctx.config["model"].get("model_id"),
+        backend=ctx.config["model"].get("backend"), sandboxed=ctx.sandboxed, config_hash=digest,
+        planted_version=planted.__version__, code_version=code_version(), analysis_label=ctx.analysis_label,
+    )
     failures: list[str] = []
     try:
         for attempt in range(1 + ctx.max_infra_retries):
             if attempt:
                 archive_attempt(run_dir, ctx.layout)
-            payload = _attempt(ctx, unit, world, base, run_dir)
-            if payload["status"] == "ok":
+            record = _attempt(ctx, unit, world, identity, run_dir)
+            if record.status == "ok":
                 break
-            failures.append(payload["error"])
-            ledger.write("run_attempt_failed", run_id=unit.run_id, attempt=attempt + 1, error=payload["error"])
+            failures.append(str(record.error))
+            ledger.write("run_attempt_failed", run_id=unit.run_id, attempt=attempt + 1, error=record.error)
         else:
-            payload = payload | {"status": "infra_error", "attempt_errors": failures}
+            record = record.ended("infra_error", attempt_errors=tuple(failures))
             tqdm.write(f"{unit.run_id}: gave up after {len(failures)} infrastructure failures: {failures[-1]}")
     except FatalBackendError:
         ledger.write("run_interrupted", run_id=unit.run_id)
         raise
-    atomic_write_json(run_dir / RESULT_FILE, payload | {"attempts": len(failures) + (payload["status"] == "ok")})
-    ledger.write("run_end", run_id=unit.run_id, status=payload["status"])
+    record = record.ended(record.status, attempts=len(failures) + (record.status == "ok"))
+    atomic_write_json(run_dir / RESULT_FILE, record.to_json())
+    ledger.write("run_end", run_id=unit.run_id, status=record.status)
 
 
 def run_grid(ctx: GridContext, grid: StudyGrid, *, limit: int | None = None, redo_infra_errors: bool = False) -> pd.DataFrame:
@@ -330,11 +331,15 @@ def run_grid(ctx: GridContext, grid: StudyGrid, *, limit: int | None = None, red
 
 
 def collect_runs(out: Path, grid: StudyGrid, baselines: pd.DataFrame) -> pd.DataFrame:
-    """Gather every finished run's result into ``runs.parquet`` (one :class:`~planted.records.RunRow` per run,
+    """Gather every readable run record into ``runs.parquet`` (one :class:`~planted.records.RunRow` per run,
     in run order, with the world's truth labels and the same-world baseline claims joined on)."""
     layout = StudyLayout(out)
-    rows = [run_row(json.loads(layout.result_file(u.run_id).read_text()), layout.result_file(u.run_id))
-            for u in grid.runs if layout.result_file(u.run_id).is_file()]
+    rows = []
+    for unit in grid.runs:
+        try:
+            rows.append(run_row(read_run_record(layout.result_file(unit.run_id))))
+        except RunRecordError:  # missing or damaged: pending, redone by the next `planted run`
+            continue
     runs = rows_frame(rows)
     if runs.empty:
         return runs

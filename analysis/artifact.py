@@ -88,7 +88,7 @@ def artifact_runs(runs: pd.DataFrame) -> Table:
     return Table(
         key="table_artifact_runs",
         title="Repeated-value artifact (section 5.1): runs flagged by the lookup screen of the model file or a "
-              "test-window OOS R2 above 10%; false claims (%) in the no-signal worlds with and without flagged runs",
+              "test-window OOS R2 above 10%, all finished runs; false claims (%) in the no-signal worlds (neutral runs, first replicate) with and without flagged runs",
         data=pd.DataFrame(rows),
         formats=(("runs", "int"), ("lookup_screen", "int"), ("test_r2_above_10pct", "int"), ("flagged", "int"),
                  ("max_test_r2", "pct1"), ("flagged_false_claims", "int"), ("false_claims", "pct0"),

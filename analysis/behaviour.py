@@ -70,7 +70,7 @@ def search_behaviour(runs: pd.DataFrame) -> Table:
     pct = ("planted", "gauge", "most_persistent", *KEYWORDS, "benchmark")
     return Table(
         key="table_D4_search_behaviour",
-        title="Table D.4: search behaviour by outcome, neutral runs in linear and persistent-null worlds. For claims: "
+        title="Table D.4: search behaviour by outcome, neutral runs (first replicate) in linear and persistent-null worlds. For claims: "
               "mean candidates in the deployed model, share (%) retaining the planted predictor, mean share of "
               "irrelevant candidates retained (gauge), share including the most persistent candidate; for all runs: "
               "share (%) of transcripts mentioning multiple testing, persistence, a forecast-comparison test, share "
@@ -98,6 +98,6 @@ def potency_by_signal(runs: pd.DataFrame) -> Table:
         key="table_D5b_potency",
         title="Appendix D.5: potency (share (%) of correct claims whose deployed model retains the planted predictor, "
               "Wilson 95% intervals) and gauge (mean share of irrelevant candidates retained) by true R2, neutral "
-              "runs in linear worlds (exploratory keyword coding)",
+              "runs (first replicate) in linear worlds (exploratory keyword coding)",
         data=pd.DataFrame(rows), formats=(("claims", "int"), ("potency", "pct0"), ("gauge", "pct0")),
     )

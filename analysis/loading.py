@@ -39,7 +39,8 @@ from planted.analysis.artifact import artifact_flags, lookup_flag
 from planted.analysis.coding import code_runs, first_order_autocorrelations, is_benchmark, parse_predictors
 from planted.analysis.hypotheses import complexity_slope
 from planted.agents.transcript import read_events
-from planted.records import SchemaVersionError, check_runs_schema
+from planted.records import baseline_columns, check_runs_schema
+from planted.run_record import RunRecordError, SchemaVersionError, read_run_record
 from planted.worlds.artifact import repeated_follower_share, repeated_share
 from planted.worlds.files import TEST_FILE, VISIBLE_FILE
 
@@ -194,6 +195,16 @@ def _read_events(path: Path) -> list[dict[str, Any]]:
     return [e for e in read_events(path, complete=False) if e.get("event") in _CODED_EVENTS]
 
 
+def _run_record(path: Path) -> Mapping[str, Any]:
+    """The protocol's log of a run (prior, ``record_spec`` entries, submission) from its ``result.json``
+    (empty for a run without an agent outcome; :class:`StudyDataError` naming the file when damaged)."""
+    try:
+        record = read_run_record(path)
+    except (RunRecordError, SchemaVersionError) as exc:
+        raise StudyDataError(str(exc)) from None
+    return record.outcome.record if record.outcome else {}
+
+
 def _read_csv(path: Path) -> pd.DataFrame:
     return pd.read_csv(path)
 
@@ -243,8 +254,7 @@ def _enrich(runs: pd.DataFrame, directory: Path,
         source = source_file.read_text(encoding="utf-8", errors="replace") if source_file.is_file() else None
         specs: list[dict[str, Any]] = []
         if result_file.is_file():
-            record = (json.loads(result_file.read_text()).get("record") or {})
-            specs = list(record.get("specs") or [])
+            specs = list(_run_record(result_file).get("specs") or [])
         slopes.append(complexity_slope([s.get("n_parameters") for s in specs]) if specs else float("nan"))
         finals.append(final_in_sample_r2(specs, row.predictors, source) if result_file.is_file() else float("nan"))
         found = transcript.is_file()
@@ -303,7 +313,7 @@ def read_study(directory: str | Path, *, code: bool = True) -> tuple[pd.DataFram
     if "analysis_label" not in runs.columns:
         runs["analysis_label"] = None
     baselines = pd.read_parquet(directory / BASELINES_FILE) if (directory / BASELINES_FILE).is_file() else pd.DataFrame(
-        columns=["world_id", "procedure", "kind", "decision_p", "statistic", "test_oos_r2", "claim_5pct"])
+        columns=baseline_columns())
     stats = _baseline_statistics(baselines) if not baselines.empty else pd.DataFrame()
     for column in ("oracle_cw_stat", "combination_cw_stat"):
         runs[column] = stats[column].reindex(runs["world_id"]).to_numpy() if column in stats else np.nan

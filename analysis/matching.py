@@ -142,7 +142,7 @@ def matched_power(runs: pd.DataFrame, sim: pd.DataFrame, *, rng: np.random.Gener
         key="table_D2_matched_power",
         title="Table D.2: claim rates (%) by true R2 of each baseline at the level alpha* at which it claims in the "
               "agent's share of simulated linear null worlds (Wilson 95% intervals over simulated worlds), the "
-              "agent's own rates, and agent minus matched baseline (percentage points, 95% bootstrap interval "
+              "agent's own rates (neutral runs, first replicate), and agent minus matched baseline (percentage points, 95% bootstrap interval "
               "resampling the agent's null and signal worlds)",
         data=data, display=_d2_display(data) if not data.empty else None,
         formats=(("alpha", "num3"), ("target_rate", "pct0"), ("r2", "pct2"), ("rate", "pct0"), ("difference", "pp0")),
@@ -217,7 +217,7 @@ def matched_anchors(runs: pd.DataFrame, sim: pd.DataFrame, baselines: pd.DataFra
     return Table(
         key="table_D3b_matched_anchors",
         title=f"Appendix D.3: the size-matched comparison at R2={r2_label(signal_r2)}% under three calibrations of the "
-              "matched level: matched baseline's and agent's claim rates (%, Wilson 95% intervals) and their "
+              "matched level: matched baseline's and agent's claim rates (%, Wilson 95% intervals; neutral runs, first replicate) and their "
               "difference (percentage points, 95% bootstrap interval)",
         data=pd.DataFrame(rows),
         formats=(("target_rate", "pct0"), ("alpha", "num3"), ("matched", "pct0"), ("agent", "pct0"), ("difference", "pp0")),

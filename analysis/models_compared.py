@@ -125,11 +125,11 @@ def models_compared(runs: pd.DataFrame, *, mc: pd.DataFrame | None = None, seed:
     data = pd.DataFrame(rows)
     return Table(
         key="tableE1_models_compared",
-        title="Table E.1: the models compared (exploratory). False claims: neutral runs in worlds without a signal; "
-              "artifact: runs flagged by the lookup screen or a test-window R2 above 10%; detection: neutral linear "
-              "worlds; matched size: HAC-Holm at the level giving it the model's false-positive rate in simulated "
+        title="Table E.1: the models compared (exploratory). False claims: neutral runs (first replicate) in worlds without a signal; "
+              "artifact: finished runs flagged by the lookup screen or a test-window R2 above 10%; detection: neutral "
+              "first-replicate runs in linear worlds; matched size: HAC-Holm at the level giving it the model's false-positive rate in simulated "
               "linear null worlds; calibration against the economic label, all runs; framing: worlds run under all "
-              "three framings. Rates (%) with Wilson 95% intervals",
+              "three framings (first replicate). Rates (%) with Wilson 95% intervals",
         data=data, display=_e1_display(data) if not data.empty else None,
     )
 

@@ -348,7 +348,7 @@ def model_agreement_table(runs: pd.DataFrame, *, models: Sequence[str] | None = 
         data = data[first + [c for c in data.columns if c not in first]]
     return Table(
         key="table_model_agreement",
-        title="Agreement between models (section 4.2): share (%) of worlds run by both under neutral framing with "
+        title="Agreement between models (section 4.2): share (%) of worlds run by both under neutral framing (first replicate) with "
               "the same verdict (Wilson 95% intervals), agreement expected by chance, Cohen's kappa",
         data=data, formats=(("agree", "pct0"), ("expected", "pct0"), ("kappa", "num2"), ("n", "int"), ("both", "int"),
                             ("first_only", "int"), ("second_only", "int"), ("neither", "int")),

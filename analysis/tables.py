@@ -185,8 +185,8 @@ def claim_rates_by_persistence(runs: pd.DataFrame, procedures: Sequence[str] | N
             rows.append(_claim_row(group, procedures, model=model, signal=label, phi=phi, rho=rho))
     return Table(
         key="table_D3_persistence",
-        title="Table D.3: claim rates (%) by predictor persistence phi and shock correlation rho, neutral runs in "
-              "linear worlds (weak signal pools R2 of 0.25, 0.5 and 1%), Wilson 95% intervals",
+        title="Table D.3: claim rates (%) by predictor persistence phi and shock correlation rho, neutral runs (first "
+              "replicate) in linear worlds (weak signal pools R2 of 0.25, 0.5 and 1%), Wilson 95% intervals",
         data=pd.DataFrame(rows), formats=(("phi", "num2"), ("rho", "num2"), ("n", "int")) + _pct_formats(["agent", *procedures]),
         exploratory_columns=exploratory_procedures(procedures),
     )
@@ -223,7 +223,7 @@ def deployed_oos_r2(runs: pd.DataFrame, baselines: pd.DataFrame, procedures: Seq
     return Table(
         key="table_D5_deployed_oos_r2",
         title="Table D.5: test-window OOS R2 (%) of each procedure's deployed forecast (its model when it claims, "
-              "the benchmark otherwise), neutral runs; mean (standard error over worlds)",
+              "the benchmark otherwise), neutral runs (first replicate); mean (standard error over worlds)",
         data=pd.DataFrame(rows), formats=(("n", "int"), ("agent_missing", "int")) + _pct_formats(["agent", *procedures], "pct2"),
         exploratory_columns=exploratory_procedures(procedures),
     )
@@ -329,7 +329,7 @@ def probability_thresholds(runs: pd.DataFrame, thresholds: Sequence[float] = THR
     return Table(
         key="table_F2b_probability_thresholds",
         title="Appendix F.2: claiming when the stated probability reaches a threshold: false claims (%) in the "
-              "no-signal worlds and claim rate (%) in linear worlds with R2=1%, neutral runs, Wilson 95% intervals",
+              "no-signal worlds and claim rate (%) in linear worlds with R2=1%, neutral runs (first replicate), Wilson 95% intervals",
         data=pd.DataFrame(rows), formats=_pct_formats(["no_signal", "r2_1pct"]),
     )
 
@@ -360,7 +360,7 @@ def framing_rates(runs: pd.DataFrame) -> Table:
             rows.append(row)
     return Table(
         key="table_framing",
-        title="Framing (section 3.3): claim rates (%) in the worlds run under all three framings, overall and in "
+        title="Framing (section 3.3): claim rates (%) in the worlds run under all three framings (first replicate of each), overall and in "
               "worlds without and with a signal, Wilson 95% intervals; mean stated probability and prior",
         data=pd.DataFrame(rows),
         formats=(("worlds", "int"), ("probability", "num2"), ("prior", "num2")) + _pct_formats(["claim", "no_signal", "signal"]),

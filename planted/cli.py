@@ -26,12 +26,12 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from planted.agents.secret import StudySecretError
     from planted.config import ConfigError
     from planted.prereg import PreregistrationError
-    from planted.records import SchemaVersionError
+    from planted.run_record import RunRecordError, SchemaVersionError
     from planted.worlds import FactorDataError, WorldFileError, WorldSpecError
 
     return (WorldSpecError, FactorDataError, WorldFileError, StudyConfigMismatch, SandboxUnavailableError,
             FatalBackendError, ConfigError, PreregistrationError, StudyDataError, StudySecretError,
-            SchemaVersionError)
+            SchemaVersionError, RunRecordError)
 
 
 def _add_world_spec_arguments(parser: argparse.ArgumentParser) -> None:

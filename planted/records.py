@@ -15,17 +15,10 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable
 
+from planted.run_record import RunRecord, SchemaVersionError
+
 RUNS_SCHEMA_VERSION = 2
 """Version of ``runs.parquet``: 1 had no ``schema_version`` column (planted 0.1 before issue #11); 2 adds it."""
-RESULT_SCHEMA_VERSION = 2
-"""Version of a run's ``result.json``: 2 adds ``schema_version``, ``sandbox``, ``attempts`` and the
-``infra_error`` status (issue #10); 1 (no ``schema_version`` key) is read the same way."""
-
-
-class SchemaVersionError(ValueError):
-    """A table written by another version of planted than this one reads."""
-
-
 @dataclass(frozen=True)
 class RunRow:
     """One run as ``runs.parquet`` holds it (the grid's columns; truth labels and baseline claims are joined after)."""
@@ -79,47 +72,77 @@ class RunRow:
     schema_version: int = RUNS_SCHEMA_VERSION
 
 
+@dataclass(frozen=True)
+class BaselineRow:
+    """One procedure's decision on one world, as ``baselines.parquet`` holds it.
+
+    The columns of :meth:`planted.baselines.procedures.ProcedureResult.to_frame` plus the 5% claim
+    and the world's truth labels (``signal``: a planted predictor; ``economic``: the oracle's
+    test-window OOS R2 is positive).
+    """
+
+    world_id: str
+    procedure: str
+    kind: str
+    """``prespecified`` or ``exploratory`` (the paper's two kinds of baseline)."""
+    decision_p: float
+    chosen: str
+    statistic: float
+    test_oos_r2: float
+    test_cw_stat: float
+    test_cw_p: float
+    claim_5pct: bool
+    signal: bool
+    economic: bool
+
+
+def baseline_columns() -> list[str]:
+    """The columns of ``baselines.parquet``, in order."""
+    return [f.name for f in fields(BaselineRow)]
+
+
+def baselines_frame(table: Any) -> Any:
+    """``table`` with exactly the columns of :class:`BaselineRow`, in order (``ValueError`` naming any missing)."""
+    missing = [c for c in baseline_columns() if c not in table.columns]
+    if missing:
+        raise ValueError(f"a baselines table lacks the columns {', '.join(missing)}")
+    return table[baseline_columns()]
+
+
 def run_columns() -> list[str]:
     """The grid's columns of ``runs.parquet``, in order."""
     return [f.name for f in fields(RunRow)]
 
 
-def run_row(result: dict[str, Any], source: Path | str = "result.json") -> RunRow:
-    """The row of a run from its ``result.json`` (the one mapping from the record to the table).
-
-    Raises
-    ------
-    SchemaVersionError
-        A record written by a newer planted (``source`` names the file in the message).
-    """
-    version = int(result.get("schema_version", 1))
-    if version > RESULT_SCHEMA_VERSION:
-        raise SchemaVersionError(
-            f"{source} has run-record schema version {version}, newer than the {RESULT_SCHEMA_VERSION} this planted reads; "
-            "upgrade planted, or rerun into a new --out directory"
-        )
-    evaluation = result.get("evaluation") or {}
-    usage = result.get("usage") or {}
-    spec = result["spec"]
+def run_row(record: RunRecord) -> RunRow:
+    """The row of a run from its record (the one mapping from ``result.json`` to the table)."""
+    identity, outcome = record.identity, record.outcome
+    evaluation = outcome.evaluation if outcome else None
+    usage = outcome.usage if outcome else None
+    spec = identity.spec
     return RunRow(
-        run_id=result["run_id"], world_id=result["world_id"], group=result["group"], framing=result["framing"],
-        replicate=int(result["replicate"]), status=result["status"], error=result.get("error"),
+        run_id=identity.run_id, world_id=identity.world_id, group=identity.group, framing=identity.framing,
+        replicate=identity.replicate, status=record.status, error=record.error,
         family=spec["family"], r2=spec.get("r2"), phi=spec.get("phi"), rho=spec.get("rho"), shocks=spec.get("shocks"),
         factor=spec.get("factor"),
-        seed_entropy=json.dumps(result["seed"]["entropy"]), seed_spawn_key=json.dumps(result["seed"]["spawn_key"]),
-        planted_column=result.get("planted_column"), model=result.get("model"), backend=result.get("backend"),
-        sandboxed=result.get("sandboxed"), verdict=result.get("verdict"), claim=result.get("claim"),
-        probability=result.get("probability"), prior_verdict=result.get("prior_verdict"),
-        prior_probability=result.get("prior_probability"), predictors=json.dumps(result.get("predictors")),
-        n_specs=result.get("n_specs"), budget_used=result.get("budget_used"), invalid_calls=result.get("invalid_calls"),
-        rejected_submissions=result.get("rejected_submissions"),
-        evaluable=evaluation.get("evaluable"), test_oos_r2=evaluation.get("oos_r2"),
-        holdout_cw_stat=evaluation.get("cw_stat"), holdout_cw_p=evaluation.get("cw_pvalue"),
-        evaluation_error=evaluation.get("error"),
-        input_tokens=usage.get("input_tokens"), output_tokens=usage.get("output_tokens"),
-        reasoning_tokens=usage.get("reasoning_tokens"), cached_tokens=usage.get("cached_tokens"),
-        cost_usd=usage.get("cost_usd"), wall_seconds=result.get("wall_seconds"), config_hash=result.get("config_hash"),
-        code_version=result.get("code_version"), analysis_label=result.get("analysis_label"),
+        seed_entropy=json.dumps(identity.seed["entropy"]), seed_spawn_key=json.dumps(identity.seed["spawn_key"]),
+        planted_column=identity.planted_column, model=identity.model, backend=identity.backend,
+        sandboxed=identity.sandboxed, verdict=outcome.verdict if outcome else None,
+        claim=outcome.claim if outcome else None, probability=outcome.probability if outcome else None,
+        prior_verdict=outcome.prior_verdict if outcome else None,
+        prior_probability=outcome.prior_probability if outcome else None,
+        predictors=json.dumps(None if outcome is None or outcome.predictors is None else list(outcome.predictors)),
+        n_specs=outcome.n_specs if outcome else None, budget_used=outcome.budget_used if outcome else None,
+        invalid_calls=outcome.invalid_calls if outcome else None,
+        rejected_submissions=outcome.rejected_submissions if outcome else None,
+        evaluable=evaluation.evaluable if evaluation else None, test_oos_r2=evaluation.oos_r2 if evaluation else None,
+        holdout_cw_stat=evaluation.cw_stat if evaluation else None,
+        holdout_cw_p=evaluation.cw_pvalue if evaluation else None,
+        evaluation_error=evaluation.error if evaluation else None,
+        input_tokens=usage.input_tokens if usage else None, output_tokens=usage.output_tokens if usage else None,
+        reasoning_tokens=usage.reasoning_tokens if usage else None, cached_tokens=usage.cached_tokens if usage else None,
+        cost_usd=usage.cost_usd if usage else None, wall_seconds=outcome.wall_seconds if outcome else None,
+        config_hash=identity.config_hash, code_version=identity.code_version, analysis_label=identity.analysis_label,
     )
 
 
@@ -144,5 +167,4 @@ def check_runs_schema(runs: Any, path: Path) -> Any:
     return runs if "schema_version" in runs.columns else runs.assign(schema_version=1)
 
 
-__all__ = ["RESULT_SCHEMA_VERSION", "RUNS_SCHEMA_VERSION", "RunRow", "SchemaVersionError", "check_runs_schema", "rows_frame", "run_columns",
-           "run_row"]
+__all__ = ["RUNS_SCHEMA_VERSION", "BaselineRow", "RunRow", "baseline_columns", "check_runs_schema", "rows_frame", "run_columns", "run_row"]

@@ -85,9 +85,9 @@ def of(events: list[dict], kind: str) -> list[dict]:
 def test_anthropic_episode_passes_thinking_back_unchanged(tmp_path, monkeypatch):
     record, events, fake = episode(tmp_path, "anthropic", PROTOCOL, monkeypatch)
     assert fake.failures == [] and len(fake.requests) == 4
-    assert record["stop"] == "submitted" and record["verdict"] == "does_not_beat" and record["n_specs"] == 1
-    assert record["evaluation"]["evaluable"] is True
-    assert record["served_models"] == ["claude-opus-5-5-20260922"]
+    assert record.stop == "submitted" and record.verdict == "does_not_beat" and record.n_specs == 1
+    assert record.evaluation.evaluable is True
+    assert record.served_models == ("claude-opus-5-5-20260922",)
     first = fake.requests[0]
     assert first["model"] == "claude-opus-5-5" and first["max_tokens"] == 32000 and "temperature" not in first
     assert first["thinking"] == {"type": "adaptive", "display": "summarized"}
@@ -103,14 +103,14 @@ def test_anthropic_episode_passes_thinking_back_unchanged(tmp_path, monkeypatch)
     responses = of(events, "api_response")
     assert len(responses) == 4 and len(of(events, "api_request")) == 4
     assert responses[0]["usage"]["input_tokens"] == 4500 and responses[0]["usage"]["reasoning_tokens"] == 300
-    assert responses[0]["cost_usd"] == pytest.approx(0.0151) and record["usage"]["cost_usd"] == pytest.approx(4 * 0.0151)
+    assert responses[0]["cost_usd"] == pytest.approx(0.0151) and record.usage.cost_usd == pytest.approx(4 * 0.0151)
     assert responses[0]["served_model"] == "claude-opus-5-5-20260922" and responses[0]["reasoning"] == "step 1"
     assert responses[0]["body"]["content"][0]["signature"] == "sig-1-EqQBCgIYAhIM"  # the response, verbatim
 
 
 def test_openai_episode_passes_encrypted_reasoning_back_and_logs_the_served_model(tmp_path, monkeypatch):
     record, events, fake = episode(tmp_path, "openai", PROTOCOL, monkeypatch)
-    assert fake.failures == [] and len(fake.requests) == 4 and record["stop"] == "submitted"
+    assert fake.failures == [] and len(fake.requests) == 4 and record.stop == "submitted"
     first = fake.requests[0]
     assert first["model"] == "gpt-6.1-sol" and first["reasoning"] == {"effort": "high", "summary": "auto"}
     assert first["store"] is False and first["max_output_tokens"] == 32000 and "temperature" not in first
@@ -119,7 +119,7 @@ def test_openai_episode_passes_encrypted_reasoning_back_and_logs_the_served_mode
                     "parameters": TOOL_SCHEMAS["submit_final"]["parameters"], "strict": True}
     items = fake.requests[-1]["input"]
     assert items[1]["encrypted_content"] == "gAAAAB-encrypted-1" and items[3]["type"] == "function_call_output"
-    assert record["served_models"] == ["gpt-6.1-sol-2026-09-29"]
+    assert record.served_models == ("gpt-6.1-sol-2026-09-29",)
     assert {e["served_model"] for e in of(events, "api_response")} == {"gpt-6.1-sol-2026-09-29"}
     # 2000 input of which 1500 cached and 100 written, 700 output (600 reasoning, billed as output)
     usage = of(events, "api_response")[0]["usage"]
@@ -129,12 +129,12 @@ def test_openai_episode_passes_encrypted_reasoning_back_and_logs_the_served_mode
 
 def test_compat_episode_logs_reasoning_content(tmp_path, monkeypatch):
     record, events, fake = episode(tmp_path, "compat", PROTOCOL, monkeypatch)
-    assert fake.failures == [] and record["stop"] == "submitted" and record["served_models"] == ["qwen3-32b-awq"]
+    assert fake.failures == [] and record.stop == "submitted" and record.served_models == ("qwen3-32b-awq",)
     first = fake.requests[0]
     assert first["temperature"] == 0.6 and first["top_p"] == 0.95 and first["min_p"] == 0.0
     assert "max_tokens" not in first and first["messages"][0]["role"] == "system"
     assert [e["reasoning"] for e in of(events, "api_response")] == [f"thinking {n}" for n in range(1, 5)]
-    assert record["usage"]["cost_usd"] == 0.0 and record["usage"]["input_tokens"] == 4 * 1200
+    assert record.usage.cost_usd == 0.0 and record.usage.input_tokens == 4 * 1200
 
 
 @pytest.mark.parametrize(
@@ -150,7 +150,7 @@ def test_compat_episode_logs_reasoning_content(tmp_path, monkeypatch):
 )
 def test_transient_errors_are_retried_on_the_same_turn_and_logged(tmp_path, monkeypatch, kind, fault, status):
     record, events, fake = episode(tmp_path, kind, [PROTOCOL[0], fault, *PROTOCOL[1:]], monkeypatch)
-    assert fake.failures == [] and len(fake.requests) == 5 and record["stop"] == "submitted"
+    assert fake.failures == [] and len(fake.requests) == 5 and record.stop == "submitted"
     retries = of(events, "retry")
     assert len(retries) == 1 and retries[0]["status"] == status and retries[0]["turn"] == 2
     assert len(of(events, "api_request")) == 4  # the retry resent the same request, logged once
@@ -158,7 +158,7 @@ def test_transient_errors_are_retried_on_the_same_turn_and_logged(tmp_path, monk
 
 def test_a_timeout_is_retried(tmp_path, monkeypatch):
     record, events, fake = episode(tmp_path, "openai", [Stall(2.5), *PROTOCOL], monkeypatch, request_timeout_s=1.0)
-    assert fake.failures == [] and record["stop"] == "submitted"
+    assert fake.failures == [] and record.stop == "submitted"
     retries = of(events, "retry")
     assert len(retries) == 1 and retries[0]["error_type"] == "APITimeoutError" and retries[0]["turn"] == 1
 
@@ -191,12 +191,12 @@ def test_fatal_errors_stop_the_episode_without_retry(tmp_path, monkeypatch, kind
 @pytest.mark.parametrize("kind", ["anthropic", "openai", "compat"])
 def test_a_truncated_response_is_flagged_and_retried_never_read(tmp_path, monkeypatch, kind):
     record, events, fake = episode(tmp_path, kind, [PROTOCOL[0], Truncate(), *PROTOCOL[1:]], monkeypatch)
-    assert fake.failures == [] and record["stop"] == "submitted" and len(fake.requests) == 5
+    assert fake.failures == [] and record.stop == "submitted" and len(fake.requests) == 5
     assert fake.requests[1] == fake.requests[2]
     flagged = [e for e in of(events, "api_response") if e["truncated"]]
     assert len(flagged) == 1 and of(events, "truncated")[0]["retrying"] is True
     assert all("TRUNCATED" not in e["text"] for e in of(events, "model_turn"))
-    assert record["record"]["prior"] is not None and record["budget_used"] == 2
+    assert record.record["prior"] is not None and record.budget_used == 2
 
 
 def test_truncation_on_every_attempt_is_an_infrastructure_error(tmp_path, monkeypatch):
@@ -210,17 +210,17 @@ def test_truncation_on_every_attempt_is_an_infrastructure_error(tmp_path, monkey
 def test_malformed_tool_arguments_get_an_error_observation_and_the_episode_continues(tmp_path, monkeypatch, kind):
     broken = Call("run_python", '{"code": "def fit(train):\\n')
     record, events, fake = episode(tmp_path, kind, [PROTOCOL[0], broken, *PROTOCOL[1:]], monkeypatch)
-    assert fake.failures == [] and record["stop"] == "submitted"
+    assert fake.failures == [] and record.stop == "submitted"
     assert "not valid JSON" in fake.observations[1][0][1]
     malformed = of(events, "malformed_tool_arguments")
     assert len(malformed) == 1 and malformed[0]["arguments"] == broken.arguments and malformed[0]["count"] == 1
-    assert record["invalid_calls"] == 1 and record["budget_used"] == 2
+    assert record.invalid_calls == 1 and record.budget_used == 2
 
 
 def test_anthropic_error_observations_carry_is_error(tmp_path, monkeypatch):
     wrong = Call("report_prior", {"verdict": "beats", "probability": 1.4})
     record, events, fake = episode(tmp_path, "anthropic", [wrong, *PROTOCOL], monkeypatch)
-    assert fake.failures == [] and record["stop"] == "submitted"
+    assert fake.failures == [] and record.stop == "submitted"
     call_id, content, is_error = fake.observations[0][0]
     assert is_error is True and "greater than the maximum" in content
     assert [o[0][2] for o in fake.observations[1:]] == [False, False, False]
@@ -228,7 +228,7 @@ def test_anthropic_error_observations_carry_is_error(tmp_path, monkeypatch):
 
 def test_anthropic_refusal_is_dropped_from_the_conversation_and_nudged(tmp_path, monkeypatch):
     record, events, fake = episode(tmp_path, "anthropic", [Refuse(), *PROTOCOL], monkeypatch)
-    assert fake.failures == [] and record["stop"] == "submitted"
+    assert fake.failures == [] and record.stop == "submitted"
     second = fake.requests[1]["messages"]
     assert len(second) == 1 and second[0]["content"][-1] == {"type": "text", "text": load_prompts().nudge}
     assert of(events, "refusal")[0]["turn"] == 1 and of(events, "model_turn")[0]["stop_reason"] == "refusal"
@@ -236,7 +236,7 @@ def test_anthropic_refusal_is_dropped_from_the_conversation_and_nudged(tmp_path,
 
 def test_anthropic_pause_turn_is_continued_with_the_paused_content(tmp_path, monkeypatch):
     record, events, fake = episode(tmp_path, "anthropic", [PROTOCOL[0], Pause(), *PROTOCOL[1:]], monkeypatch)
-    assert fake.failures == [] and record["stop"] == "submitted"
+    assert fake.failures == [] and record.stop == "submitted"
     assert fake.requests[2]["messages"][-1]["role"] == "assistant" and len(of(events, "pause_turn")) == 1
     assert len(of(events, "model_turn")) == 4
 

@@ -23,8 +23,8 @@ import yaml
 from planted.agents.registry import make_backend
 from planted.agents.tools import TOOL_SCHEMAS, ToolResult
 from planted.agents.transcript import EventLog
-from planted.agents.vllm_server import (VllmNotInstalledError, VllmServer, VllmServerError, VllmSettings,
-                                        free_port, group_alive, serve_forever, serving, vllm_command)
+from planted.agents.vllm_server import VllmServer, free_port, group_alive, serve_forever, serving
+from planted.agents.vllm_settings import VllmNotInstalledError, VllmServerError, VllmSettings, vllm_command
 from planted.config import conf_dir
 
 FAKE_VLLM = '''#!{python}

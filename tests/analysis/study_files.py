@@ -10,12 +10,13 @@ every claim rate and matched level has a closed form.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from planted.records import RUNS_SCHEMA_VERSION, run_columns
+from planted.records import RUNS_SCHEMA_VERSION, BaselineRow, baseline_columns, run_columns
 from planted.study_layout import StudyLayout
 
 from .simulate import Agent, make_worlds, simulate_runs
@@ -33,11 +34,11 @@ def baselines_of(worlds: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame
         stats = {"oracle": w.oracle_cw_stat, "combination": w.combination_cw_stat, "hac_holm": float(rng.normal())}
         for p in BASELINE_PROCEDURES:
             p_value = float(rng.uniform(0.0, 0.05) if claims[p] else rng.uniform(0.05, 1.0))
-            rows.append({"world_id": w.world_id, "procedure": p, "kind": KIND[p], "decision_p": p_value, "chosen": "x1",
-                         "statistic": float(stats[p]), "test_oos_r2": float(rng.normal(w.r2 - 0.002, 0.01)),
-                         "test_cw_stat": 0.0, "test_cw_p": 0.5, "claim_5pct": claims[p], "signal": bool(w.signal),
-                         "economic": bool(w.economic)})
-    return pd.DataFrame(rows)
+            rows.append(BaselineRow(
+                world_id=w.world_id, procedure=p, kind=KIND[p], decision_p=p_value, chosen="x1",
+                statistic=float(stats[p]), test_oos_r2=float(rng.normal(w.r2 - 0.002, 0.01)), test_cw_stat=0.0,
+                test_cw_p=0.5, claim_5pct=claims[p], signal=bool(w.signal), economic=bool(w.economic)))
+    return pd.DataFrame([asdict(r) for r in rows], columns=baseline_columns())
 
 
 def complete_runs(runs: pd.DataFrame, *, shocks: str, label: str | None, backend: str = "anthropic") -> pd.DataFrame:

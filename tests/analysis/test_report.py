@@ -163,23 +163,33 @@ def test_a_run_table_of_a_newer_schema_fails_naming_both_versions(tmp_path):
 
 
 def test_the_grid_writes_every_column_of_the_run_record(tmp_path):
-    """runs.parquet holds RunRow's columns (and the joined labels), with the schema version."""
+    """runs.parquet holds RunRow's columns (and the joined labels), with the schema version; a
+    result.json round-trips through RunRecord unchanged; a newer or damaged record fails naming the file."""
     import json
 
     from planted.records import RUNS_SCHEMA_VERSION, run_columns, run_row
+    from planted.run_record import RESULT_SCHEMA_VERSION, RunRecord, RunRecordError, SchemaVersionError, read_run_record
 
     result = {"run_id": "r", "world_id": "w", "group": "g", "framing": "neutral", "replicate": 0, "status": "ok",
               "spec": {"family": "linear", "r2": 0.01, "phi": 0.95, "rho": -0.8, "shocks": "gaussian", "factor": None},
               "seed": {"entropy": [1, 2**100], "spawn_key": [0, 1, 2]}, "predictors": ["x1"],
               "evaluation": {"evaluable": True, "oos_r2": 0.01, "cw_stat": 1.0, "cw_pvalue": 0.2, "error": None},
               "usage": {"input_tokens": 5}}
-    row = run_row(result)
+    record = RunRecord.from_json(result)
+    row = run_row(record)
     assert row.schema_version == RUNS_SCHEMA_VERSION and row.test_oos_r2 == 0.01 and row.holdout_cw_p == 0.2
+    assert row.input_tokens == 5 and row.output_tokens == 0 and row.predictors == '["x1"]'
     assert json.loads(row.seed_entropy) == [1, 2**100] and list(vars(row)) == run_columns()
-    from planted.records import RESULT_SCHEMA_VERSION, SchemaVersionError
-
+    assert RunRecord.from_json(json.loads(json.dumps(record.to_json()))) == record  # one JSON path, both ways
     with pytest.raises(SchemaVersionError, match=f"schema version {RESULT_SCHEMA_VERSION + 1}"):
-        run_row(result | {"schema_version": RESULT_SCHEMA_VERSION + 1}, "runs/r/result.json")
+        RunRecord.from_json(result | {"schema_version": RESULT_SCHEMA_VERSION + 1}, "runs/r/result.json")
+    damaged = tmp_path / "result.json"
+    damaged.write_text(json.dumps(result)[:40])
+    with pytest.raises(RunRecordError, match=f"{damaged} cannot be read.*planted run` redoes the run"):
+        read_run_record(damaged)
+    damaged.write_text(json.dumps({k: v for k, v in result.items() if k != "replicate"}))
+    with pytest.raises(RunRecordError, match="is not a run record"):
+        read_run_record(damaged)
 
 
 def test_removing_an_output_changes_no_other_outputs_bytes(multi_model, tmp_path):
