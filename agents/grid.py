@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import subprocess
 import threading
 import traceback
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -37,6 +36,7 @@ from planted.agents.workspace_files import remove_tree
 from planted.baselines.panel import panel_from_worlds
 from planted.baselines.procedures import economic_label, run_procedures
 from planted.hashing import canonical_json, sha256_bytes
+from planted.provenance import code_provenance
 from planted.records import baselines_frame, rows_frame, run_row
 from planted.run_record import RunIdentity, RunRecord, RunRecordError, read_run_record
 from planted.study_config import StudyConfig
@@ -68,6 +68,8 @@ class GridContext:
     progress: bool = True
     analysis_label: str = "exploratory"
     """``confirmatory`` (a frozen study whose manifest verified) or ``exploratory``; stamped into every record."""
+    analysis_reason: str | None = None
+    """Why the runs are exploratory (None when confirmatory); stamped into every record."""
     max_infra_retries: int = 2
     """Attempts after the first when a run fails for infrastructure reasons, before it is recorded as ``infra_error``."""
 
@@ -84,16 +86,6 @@ class GridContext:
     @property
     def settings(self) -> EpisodeSettings:
         return EpisodeSettings(budget=self.study.budget, refit_every=self.study.refit_every)
-
-
-def code_version() -> str | None:
-    """Git commit of the planted source tree, when it is a git checkout (else ``None``)."""
-    root = Path(planted.__file__).resolve().parent.parent
-    try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
 
 
 def config_hash(config: dict[str, Any], prompts: Prompts) -> str:
@@ -128,7 +120,7 @@ def materialise_worlds(ctx: GridContext, grid: StudyGrid) -> dict[str, World]:
         try:
             recorded = read_meta(directory)["content_sha256"]
         except WorldFileError:  # missing or damaged files: (re)write them
-            write_world(world, directory)
+            write_world(world, directory, replace=True)
         else:
             if recorded != world.meta["content_sha256"]:
                 raise StudyConfigMismatch(
@@ -143,9 +135,15 @@ def run_baselines(ctx: GridContext, grid: StudyGrid, worlds: dict[str, World]) -
     """Every configured baseline procedure on every world of the grid (written once, then reused)."""
     path = ctx.layout.baselines_table
     if path.is_file():
-        table = pd.read_parquet(path)
-        if set(table["world_id"]) == set(worlds):
-            return table
+        try:
+            table = pd.read_parquet(path)
+        except (OSError, ValueError) as exc:  # derived from the worlds alone: recomputed, the damaged file kept
+            kept = path.with_name(path.name + ".damaged")
+            path.rename(kept)
+            tqdm.write(f"{path} could not be read ({type(exc).__name__}); kept as {kept.name}, recomputing")
+        else:
+            if set(table["world_id"]) == set(worlds):
+                return table
     procedures = list(ctx.study.procedures)
     frames = []
     by_kind: dict[tuple[str, int], list[str]] = {}
@@ -256,7 +254,8 @@ def _execute(ctx: GridContext, unit, world: World, world_unit: WorldUnit, digest
         group=unit.group, spec=world_unit.spec.to_dict(), seed=world.meta["seed"],
         planted_column=world.planted_column, model=ctx.config["model"].get("model_id"),
         backend=ctx.config["model"].get("backend"), sandboxed=ctx.sandboxed, config_hash=digest,
-        planted_version=planted.__version__, code_version=code_version(), analysis_label=ctx.analysis_label,
+        planted_version=planted.__version__, code_version=code_provenance().commit, analysis_label=ctx.analysis_label,
+        analysis_reason=ctx.analysis_reason,
     )
     failures: list[str] = []
     try:

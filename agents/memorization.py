@@ -435,11 +435,11 @@ def save_probe(result: ProbeResult, directory: Path, *, model_config: Mapping[st
     Path
         ``directory``.
     """
-    from planted.agents.grid import code_version
+    from planted.provenance import code_provenance
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    version = code_version()
+    version = code_provenance().commit
     rows = result.rows.assign(factor=result.factor, cutoff=result.cutoff, seed=result.seed,
                               data_sha256=result.sha256, code_version=version)
     rows.to_csv(directory / "answers.csv", index=False)

@@ -28,6 +28,7 @@ from planted.config import compose_study
 from planted.study_config import StudyConfig
 from planted.study_layout import StudyLayout
 from planted.prereg import analysis_label, committed_secret, revealed_secret_file
+from planted.project import Project
 
 
 @dataclass
@@ -49,12 +50,18 @@ class PreparedRun:
             f"study {self.grid.name}: {len(self.grid.runs)} runs on {len(self.grid.worlds)} worlds; "
             f"{done} done, {pending} to run",
             f"model {self.context.config['model'].get('model_id')} ({self.context.config['model'].get('backend')}), "
-            f"concurrency {self.context.concurrency}, sandboxed={self.context.sandboxed}, {self.context.analysis_label}",
+            f"concurrency {self.context.concurrency}, sandboxed={self.context.sandboxed}",
+            self.label_line(),
             f"output: {self.context.out}",
             self.pool_line(),
         ]
         lines.append(cost_estimate(self.context.out, pending, self.context.config["model"]))
         return "\n".join(lines)
+
+    def label_line(self) -> str:
+        """The runs' label and, when exploratory, why."""
+        reason = self.context.analysis_reason
+        return f"analysis label: {self.context.analysis_label}" + (f" ({reason})" if reason else "")
 
     def pool_line(self) -> str:
         """The study's shock pool, as every output states it."""
@@ -70,7 +77,7 @@ class PreparedRun:
         runs = run_grid(self.context, self.grid, limit=limit, redo_infra_errors=redo_infra_errors)
         procedures = list(self.context.study.procedures)
         shown = [p for p in ("hac_holm", "combination", "oracle") if p in procedures]
-        lines = [f"study {self.grid.name} ({self.context.analysis_label}): {len(runs)} of {len(self.grid.runs)} runs logged",
+        lines = [f"study {self.grid.name}: {len(runs)} of {len(self.grid.runs)} runs logged", self.label_line(),
                  self.pool_line()]
         if not runs.empty:
             errors = int((runs["status"] == "infra_error").sum())
@@ -134,6 +141,7 @@ def prepare_run(
     exploratory: bool = False,
     dry_run: bool = False,
     max_infra_retries: int = 2,
+    project: Project | None = None,
 ) -> PreparedRun:
     """Compose and check a study run; nothing is built or sent before every check has passed.
 
@@ -155,22 +163,25 @@ def prepare_run(
 
     Notes
     -----
-    A run is ``confirmatory`` only for a frozen study whose manifest verifies, without overrides
-    and without ``exploratory``; everything else is labelled ``exploratory`` in every output.
+    A run is ``confirmatory`` only for a frozen study whose manifest is committed under its tag in
+    the project and verifies, without overrides and without ``exploratory``; everything else is
+    labelled ``exploratory`` in every record, with the reason (:func:`planted.prereg.analysis_label`).
+    Studies, models and prompts are resolved in ``project`` (default: the current directory's)
+    first, then among the shipped templates.
     World seeds need the study's secret (:mod:`planted.agents.secret`): a frozen study's secret is
     the one committed by its manifest (or its revealed file); an unfrozen study's is created in
     ``OUT/<study>/sealed/`` on first use. ``dry_run`` creates nothing: its grid has a placeholder
     secret (counts and run order do not depend on the secret).
     """
-    config = compose_study(study, model, overrides)
+    project = project if project is not None else Project.find()
+    config = compose_study(study, model, overrides, project=project)
     settings = StudyConfig.from_dict(config["study"], study)
     if sandbox_limits is None:
         sandbox_limits = limits_from_config(settings.sandbox)
-    label = "exploratory"
-    if not study.endswith((".yaml", ".yml")):
-        label, _ = analysis_label(study, exploratory=exploratory or bool(overrides))
+    label = analysis_label(study, exploratory=exploratory, project=project, overrides=bool(overrides))
     backend = make_backend(config["model"], base_url=base_url)
-    prompts = load_prompts()
+    prompts_file = project.config_file(None, "prompts.yaml")
+    prompts = load_prompts(prompts_file.path if prompts_file is not None else None)
     sandbox_class = UnsafeLocalSandbox if unsafe_no_sandbox else BwrapSandbox
     with tempfile.TemporaryDirectory() as probe:
         sandbox_class(Path(probe) / "workspace", None, sandbox_limits)  # fails now, not mid-grid
@@ -190,8 +201,8 @@ def prepare_run(
         secret = 0
     else:
         published = settings.secret
-        secret = study_secret(target, name, committed_sha256=committed_secret(frozen) if frozen else None,
-                              revealed=revealed_secret_file(frozen) if frozen else None,
+        secret = study_secret(target, name, committed_sha256=committed_secret(frozen, project) if frozen else None,
+                              revealed=revealed_secret_file(frozen, project) if frozen else None,
                               published=None if published is None else parse_secret(published, f"study {name}"))
     grid = study_grid(settings, secret)
     context = GridContext(
@@ -199,7 +210,8 @@ def prepare_run(
         sandbox_factory=partial(_make_sandbox, sandbox_class, sandbox_limits),
         evaluator=partial(_evaluate, unsafe_no_sandbox=unsafe_no_sandbox, refit_every=settings.refit_every),
         sandboxed=not unsafe_no_sandbox, concurrency=concurrency or int(config["model"].get("concurrency", 1)),
-        factor_file=str(factor_file) if factor_file else None, progress=progress, analysis_label=label,
+        factor_file=str(factor_file) if factor_file else None, progress=progress, analysis_label=label.label,
+        analysis_reason=label.reason,
         max_infra_retries=max_infra_retries,
     )
     return PreparedRun(context=context, grid=grid, runnable=not dry_run)

@@ -67,6 +67,8 @@ class StudyInfo:
     n_runs: int
     n_errors: int
     labels: tuple[str, ...]
+    reasons: tuple[str, ...]
+    """Why runs are exploratory, as the grid stamped it (``analysis_reason``)."""
     designs: tuple[str, ...]
     transcripts: int
     pool: str = "embedded"
@@ -303,6 +305,9 @@ def read_study(directory: str | Path, *, code: bool = True) -> tuple[pd.DataFram
         runs = check_runs_schema(pd.read_parquet(directory / RUNS_FILE), directory / RUNS_FILE)
     except SchemaVersionError as exc:
         raise StudyDataError(str(exc)) from None
+    except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
+        raise StudyDataError(f"{directory / RUNS_FILE} cannot be read ({type(exc).__name__}); `planted run` with the "
+                             "same study and --out rebuilds it from the runs' records") from None
     if runs.empty:
         raise StudyDataError(f"{directory / RUNS_FILE} holds no runs")
     config: dict[str, Any] = {}
@@ -336,6 +341,7 @@ def read_study(directory: str | Path, *, code: bool = True) -> tuple[pd.DataFram
         name=name, path=str(directory), models=tuple(str(m) for m in pd.unique(runs["model"].dropna())),
         n_runs=len(runs), n_errors=int((runs["status"] != "ok").sum()),
         labels=tuple(sorted(str(v) for v in pd.unique(runs["analysis_label"].dropna()))),
+        reasons=tuple(sorted(str(v) for v in pd.unique(runs["analysis_reason"].dropna()))),
         designs=tuple(sorted(pd.unique(runs["design"]))), transcripts=transcripts,
         pool=pool_label((config.get("study") or {}).get("pool"), (config.get("study") or {}).get("pool_end")),
     )

@@ -83,6 +83,10 @@ def _mc_summary(mc: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _reasons(reasons: Sequence[str]) -> str:
+    return f" ({'; '.join(reasons)})" if reasons else ""
+
+
 def _index(out: Path, data: StudyData, mc: pd.DataFrame, outputs: list[Output], *, seed: int, n_boot: int,
            models: Sequence[str], local_models: Sequence[str], forced: bool) -> None:
     lines = ["# planted report", "",
@@ -92,7 +96,7 @@ def _index(out: Path, data: StudyData, mc: pd.DataFrame, outputs: list[Output], 
              "|---|---|---|---|---|---|---|---|---|"]
     for s in data.studies:
         lines.append(f"| {s.name} | {s.path} | {', '.join(s.models)} | {s.n_runs} | {s.n_errors} | {', '.join(s.designs)} | "
-                     f"{s.pool} | {', '.join(s.labels) or 'unlabelled'} | {s.transcripts} |")
+                     f"{s.pool} | {', '.join(s.labels) or 'unlabelled'}{_reasons(s.reasons)} | {s.transcripts} |")
     pools = {s.pool for s in data.studies} | (set(pd.unique(mc["mc_pool"])) if "mc_pool" in mc.columns else set())
     if len(pools) > 1:
         lines += ["", f"Warning: the studies and simulations use different shock pools ({', '.join(sorted(pools))}); "

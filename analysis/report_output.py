@@ -69,7 +69,9 @@ class ReportWriter:
     def role(self, base: str, runs: pd.DataFrame) -> str:
         labels = set(runs["analysis_label"].dropna().astype(str)) if "analysis_label" in runs.columns else set()
         if self.forced or "exploratory" in labels:
-            why = "report run with exploratory=True" if self.forced else "run table labelled exploratory"
+            reasons = sorted(set(runs["analysis_reason"].dropna().astype(str))) if "analysis_reason" in runs.columns else []
+            why = "report run with exploratory=True" if self.forced else \
+                "run table labelled exploratory" + (f": {'; '.join(reasons)}" if reasons else "")
             return "exploratory" if base == "exploratory" else f"exploratory ({why})"
         return base
 

@@ -37,6 +37,10 @@ SIMULATION_DOMAIN = 1
 SPEC_COLUMNS = ("family", "r2", "phi", "rho", "shocks", "factor")
 
 
+class SimulationConfigError(ValueError):
+    """A simulation that cannot run as asked (the message names the option and the fix)."""
+
+
 def world_seed(seed: int, spec: WorldSpec, index: int) -> np.random.SeedSequence:
     """Seed sequence of simulated world ``index`` of cell ``spec`` under the study seed ``seed``."""
     return substream(np.random.SeedSequence(seed), SIMULATION_DOMAIN, spec.seed_key(), index)
@@ -94,9 +98,11 @@ class SimulationConfig:
     def __post_init__(self) -> None:
         unknown = [p for p in self.procedures if p not in PROCEDURES]
         if unknown:
-            raise ValueError(f"unknown procedures {unknown}; choose from {', '.join(PROCEDURES)}")
+            raise SimulationConfigError(f"unknown procedures {unknown}; choose from {', '.join(PROCEDURES)}")
         if self.worlds_per_cell < 1 or self.chunk_size < 1:
-            raise ValueError("worlds_per_cell and chunk_size must be positive")
+            raise SimulationConfigError("worlds per cell and chunk size must be 1 or more")
+        if self.n_jobs == 0:
+            raise SimulationConfigError("0 workers cannot run anything: pass n_jobs 1 or more, or -1 for every core")
         self.chunks = [
             Chunk(spec, start, min(start + self.chunk_size, self.worlds_per_cell))
             for spec in self.cells
@@ -184,8 +190,9 @@ def simulate(config: SimulationConfig, out: str | Path | None = None, *, progres
     config : SimulationConfig
     out : path, optional
         Directory for ``chunks/*.parquet``, ``simulation.json`` and the combined ``mc.parquet``.
-        With a directory, chunks already written are reused (resumable), and a directory written
-        with a different configuration is refused.
+        With a directory, chunks already written are reused (resumable); a directory may be
+        extended with more worlds per cell or more cells (same seed tree: the result equals one
+        larger run bit for bit), and any other change of configuration is refused.
     progress : bool
         Show a progress bar over chunks.
 
@@ -226,21 +233,58 @@ def _run_and_name(chunk: Chunk, config: SimulationConfig) -> tuple[Chunk, pd.Dat
     return chunk, run_chunk(chunk, config)
 
 
+EXTENSIBLE = ("cells", "worlds_per_cell")
+"""Fingerprint fields a simulation directory may grow in: world j of a cell has the same seed
+whatever the number of worlds or cells, and chunks cover fixed ranges ``[k chunk_size, (k+1)
+chunk_size)``, so a grown simulation reuses every full chunk and equals one larger run bit for bit."""
+
+
 def _claim_directory(directory: Path, config: SimulationConfig) -> None:
+    """Create or check ``simulation.json``: the same configuration, or one that only adds worlds or cells.
+
+    On growth, chunks that the larger run computes differently (a cell's last, partial chunk) are
+    moved to ``chunks/superseded/`` (never deleted) and recomputed; the manifest records the history.
+
+    Raises
+    ------
+    SimulationConfigError
+        The directory holds a simulation that differs in anything but growth (seed, procedures,
+        chunk size, pool, factor file), or this one is smaller.
+    """
     (directory / "chunks").mkdir(parents=True, exist_ok=True)
     manifest = directory / "simulation.json"
-    fingerprint = config.fingerprint()
+    fingerprint = json.loads(json.dumps(config.fingerprint()))
+    history: list[dict] = []
     if manifest.is_file():
         recorded = json.loads(manifest.read_text())
-        if recorded["config"] != json.loads(json.dumps(fingerprint)):
-            raise ValueError(
-                f"{directory} holds a simulation with another configuration; use a new --out directory "
-                "(or delete this one) instead of mixing results"
+        old = recorded["config"]
+        if old == fingerprint:
+            return
+        fixed = sorted(k for k in set(old) | set(fingerprint) if k not in EXTENSIBLE and old.get(k) != fingerprint.get(k))
+        old_cells = [json.dumps(c, sort_keys=True) for c in old["cells"]]
+        new_cells = {json.dumps(c, sort_keys=True) for c in fingerprint["cells"]}
+        if fixed:
+            raise SimulationConfigError(
+                f"{directory} holds a simulation with another {', '.join(fixed)}; a directory can only grow (more "
+                "--worlds-per-cell or more cells, the rest unchanged): use a new --out directory"
             )
-        return
-    manifest.write_text(
-        json.dumps({"config": fingerprint, "planted_version": planted.__version__}, indent=2, sort_keys=True) + "\n"
-    )
+        if fingerprint["worlds_per_cell"] < old["worlds_per_cell"] or not set(old_cells) <= new_cells:
+            raise SimulationConfigError(
+                f"{directory} holds a larger simulation ({old['worlds_per_cell']} worlds per cell, {len(old_cells)} cells) "
+                "than asked: pass at least its worlds per cell and cells to extend it, or use a new --out directory"
+            )
+        keep = {c.name for c in config.chunks}
+        superseded = directory / "chunks" / "superseded"
+        for path in sorted((directory / "chunks").glob("*.parquet")):
+            if path.stem not in keep:
+                superseded.mkdir(exist_ok=True)
+                path.rename(superseded / path.name)
+        history = recorded.get("history", []) + [{"config": old, "planted_version": recorded.get("planted_version")}]
+    text = json.dumps({"config": fingerprint, "planted_version": planted.__version__} | ({"history": history} if history else {}),
+                      indent=2, sort_keys=True) + "\n"
+    partial = manifest.with_name(manifest.name + ".part")
+    partial.write_text(text)
+    partial.replace(manifest)
 
 
 def procedure_kinds(names: Iterable[str]) -> dict[str, str]:

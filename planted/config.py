@@ -1,15 +1,21 @@
 """Where the configuration tree lives and how a study configuration is composed with hydra-core.
 
-The ``conf/`` folder of the repository is installed as the data package ``planted.conf``:
-``prompts.yaml``, ``study/*.yaml`` and ``model/*.yaml``. :func:`compose_study` composes a study with
-a model through hydra's compose API (no working-directory changes, no logging side effects).
+The ``conf/`` folder of the repository is installed as the data package ``planted.conf`` (the
+shipped templates): ``prompts.yaml``, ``study/*.yaml`` and ``model/*.yaml``. A researcher's project
+(:mod:`planted.project`) has its own ``conf/`` with the same layout, searched first.
+:func:`compose_study` composes a study with a model through hydra's compose API (no
+working-directory changes, no logging side effects), :func:`study_section` and
+:func:`compose_model` compose one of the two alone.
 """
 
 from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from planted.project import Project
 
 
 class ConfigError(ValueError):
@@ -35,15 +41,40 @@ def check_keys(
 
 
 def conf_dir() -> Path:
-    """Absolute path of the installed configuration tree."""
+    """Absolute path of the installed configuration tree (the shipped, read-only templates)."""
     return Path(str(resources.files("planted.conf")))
 
 
-def compose_study(study: str, model: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
+def _compose(project: "Project", choices: Sequence[str], overrides: Sequence[str], what: str) -> dict[str, Any]:
+    """hydra's compose of ``config.yaml`` with ``choices`` from the project's ``conf/`` first, then the shipped tree."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    shipped = conf_dir()
+    primary = project.conf_dir if project.conf_dir is not None and (project.conf_dir / "config.yaml").is_file() else shipped
+    search = [] if primary == shipped else [f"hydra.searchpath=[{shipped.as_uri()}]"]
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(primary), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=[*choices, *search, *overrides])
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError(f"could not compose {what}: {exc}") from None
+    finally:
+        GlobalHydra.instance().clear()
+    composed: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    return composed
+
+
+def compose_study(study: str, model: str, overrides: Sequence[str] = (), *, project: "Project | None" = None) -> dict[str, Any]:
     """Compose ``study/<study>.yaml`` with ``model/<model>.yaml`` and any hydra overrides.
 
-    ``study`` may also be the path of a study YAML file outside the package (a user's own grid);
-    it then replaces the ``study`` group and the overrides are applied to the result.
+    Both are looked up in the project's ``conf/`` first (:class:`planted.project.Project`; default:
+    the current directory's project), then among the shipped templates. ``study`` may also be the
+    path of a study YAML file (a user's own grid); it then replaces the ``study`` group and the
+    overrides are applied to the result.
 
     Returns
     -------
@@ -57,33 +88,33 @@ def compose_study(study: str, model: str, overrides: Sequence[str] = ()) -> dict
         override does not apply, or the study section fails its checks (an unknown key, with the
         closest valid one; a wrong type; a value out of range: :mod:`planted.study_config`).
     """
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
-    root = conf_dir()
+    from planted.project import Project
+
+    project = project if project is not None else Project.find()
     if study.endswith((".yaml", ".yml")) and Path(study).is_file():
         merged = OmegaConf.merge(
-            OmegaConf.create({"model": compose_model(model), "study": OmegaConf.load(study)}),
+            OmegaConf.create({"model": compose_model(model, project=project), "study": OmegaConf.load(study)}),
             OmegaConf.from_dotlist(list(overrides)),
         )
         composed: dict[str, Any] = OmegaConf.to_container(merged, resolve=True)  # type: ignore[assignment]
         return _checked(composed, study)
-    for group, name in (("study", study), ("model", model)):
-        if not (root / group / f"{name}.yaml").is_file():
-            available = sorted(p.stem for p in (root / group).glob("*.yaml"))
-            raise ConfigError(f"unknown {group} {name!r}; available: {', '.join(available)}")
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
+    source = project.require("study", study)
+    project.require("model", model)
+    composed = _compose(project, [f"study={study}", f"model={model}"], overrides,
+                        f"study {study!r} with model {model!r}")
+    return _checked(composed, source.describe())
 
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(root), version_base="1.3"):
-            cfg = compose(config_name="config", overrides=[f"study={study}", f"model={model}", *overrides])
-    except (HydraException, OmegaConfBaseException) as exc:
-        raise ConfigError(f"could not compose study {study!r} with model {model!r}: {exc}") from None
-    composed = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
-    return _checked(composed, str(root / "study" / f"{study}.yaml"))
+
+def study_section(study: str, overrides: Sequence[str] = (), *, project: "Project | None" = None) -> dict[str, Any]:
+    """The ``study`` section alone (checked), resolved like :func:`compose_study` but without a model."""
+    from planted.project import Project
+
+    project = project if project is not None else Project.find()
+    source = project.require("study", study)
+    composed = _compose(project, [f"study={study}", "~model"], overrides, f"study {study!r}")
+    return _checked(composed, source.describe())["study"]
 
 
 def _checked(composed: dict[str, Any], source: str) -> dict[str, Any]:
@@ -94,8 +125,9 @@ def _checked(composed: dict[str, Any], source: str) -> dict[str, Any]:
     return composed
 
 
-def compose_model(model: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """The ``model`` section alone: ``model/<model>.yaml`` with overrides (``model.max_tokens=4000``).
+def compose_model(model: str, overrides: Sequence[str] = (), *, project: "Project | None" = None) -> dict[str, Any]:
+    """The ``model`` section alone: ``model/<model>.yaml`` (project first, then the shipped templates)
+    with overrides (``model.max_tokens=4000``).
 
     Raises
     ------
@@ -106,11 +138,10 @@ def compose_model(model: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    root = conf_dir() / "model"
-    path = root / f"{model}.yaml"
-    if not path.is_file():
-        available = sorted(p.stem for p in root.glob("*.yaml"))
-        raise ConfigError(f"unknown model {model!r}; available: {', '.join(available)}")
+    from planted.project import Project
+
+    project = project if project is not None else Project.find()
+    path = project.require("model", model).path
     try:
         merged = OmegaConf.merge(OmegaConf.create({"model": OmegaConf.load(path)}), OmegaConf.from_dotlist(list(overrides)))
     except OmegaConfBaseException as exc:

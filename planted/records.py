@@ -17,8 +17,11 @@ from typing import Any, Iterable
 
 from planted.run_record import RunRecord, SchemaVersionError
 
-RUNS_SCHEMA_VERSION = 2
-"""Version of ``runs.parquet``: 1 had no ``schema_version`` column (planted 0.1 before issue #11); 2 adds it."""
+RUNS_SCHEMA_VERSION = 3
+"""Version of ``runs.parquet``: 1 had no ``schema_version`` column (planted 0.1 before issue #11); 2 adds it;
+3 adds ``analysis_reason`` (issue #12)."""
+
+
 @dataclass(frozen=True)
 class RunRow:
     """One run as ``runs.parquet`` holds it (the grid's columns; truth labels and baseline claims are joined after)."""
@@ -69,6 +72,8 @@ class RunRow:
     config_hash: str | None
     code_version: str | None
     analysis_label: str | None
+    analysis_reason: str | None
+    """Why the run is exploratory (None when confirmatory)."""
     schema_version: int = RUNS_SCHEMA_VERSION
 
 
@@ -143,6 +148,7 @@ def run_row(record: RunRecord) -> RunRow:
         reasoning_tokens=usage.reasoning_tokens if usage else None, cached_tokens=usage.cached_tokens if usage else None,
         cost_usd=usage.cost_usd if usage else None, wall_seconds=outcome.wall_seconds if outcome else None,
         config_hash=identity.config_hash, code_version=identity.code_version, analysis_label=identity.analysis_label,
+        analysis_reason=identity.analysis_reason,
     )
 
 
@@ -156,7 +162,8 @@ def rows_frame(rows: Iterable[RunRow]) -> Any:
 def check_runs_schema(runs: Any, path: Path) -> Any:
     """The table as this version reads it; :class:`SchemaVersionError` when it is newer than this version.
 
-    A version-1 table (no ``schema_version`` column) is read as it is: version 2 only added the column.
+    Older tables are read as they are, with the columns later versions added set to missing
+    (version 2 added ``schema_version``, version 3 ``analysis_reason``).
     """
     version = int(runs["schema_version"].max()) if "schema_version" in runs.columns and len(runs) else 1
     if version > RUNS_SCHEMA_VERSION:
@@ -164,7 +171,9 @@ def check_runs_schema(runs: Any, path: Path) -> Any:
             f"{path} has run-table schema version {version}, newer than the {RUNS_SCHEMA_VERSION} this planted reads; "
             "upgrade planted (or rerun `planted run` with this version into a new --out directory)"
         )
-    return runs if "schema_version" in runs.columns else runs.assign(schema_version=1)
+    if "schema_version" not in runs.columns:
+        runs = runs.assign(schema_version=1)
+    return runs if "analysis_reason" in runs.columns else runs.assign(analysis_reason=None)
 
 
 __all__ = ["RUNS_SCHEMA_VERSION", "BaselineRow", "RunRow", "baseline_columns", "check_runs_schema", "rows_frame", "run_columns", "run_row"]

@@ -160,6 +160,8 @@ class RunIdentity:
     code_version: str | None
     analysis_label: str | None
     """``confirmatory`` (a frozen study whose manifest verified) or ``exploratory``."""
+    analysis_reason: str | None = None
+    """Why the run is exploratory (None when confirmatory; absent before planted 0.2)."""
 
 
 @dataclass(frozen=True)

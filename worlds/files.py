@@ -50,11 +50,26 @@ def truth_frame(world: Any) -> pd.DataFrame:
     return frame
 
 
-def write_world(world: Any, directory: str | Path) -> Path:
-    """Write ``world`` under ``directory`` (layout in the module docstring) and return the directory."""
+def write_world(world: Any, directory: str | Path, *, replace: bool = False) -> Path:
+    """Write ``world`` under ``directory`` (layout in the module docstring) and return the directory.
+
+    Raises
+    ------
+    WorldFileError
+        ``directory`` already holds another world (a different ``content_sha256``, or files that
+        cannot be read as a world) and ``replace`` is not set; nothing is written.
+    """
     from planted.worlds.world import frame_to_csv
 
     root = Path(directory)
+    if not replace and (root / META_FILE).exists():
+        try:
+            recorded = json.loads((root / META_FILE).read_text(encoding="utf-8")).get("content_sha256")
+        except (OSError, ValueError, AttributeError):
+            recorded = None
+        if recorded != world.meta["content_sha256"]:
+            raise WorldFileError(f"{root} holds another world (content sha256 {str(recorded)[:12]}); "
+                                 "pass --force to replace it, or another --out directory")
     _atomic_write(root / TRUTH_FILE, frame_to_csv(truth_frame(world)))
     _atomic_write(root / TEST_FILE, world.test_csv())
     _atomic_write(root / META_FILE, json.dumps(world.meta, sort_keys=True, indent=2) + "\n")

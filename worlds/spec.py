@@ -112,7 +112,8 @@ class WorldSpec:
                 )
         for name in sorted(takes):
             if getattr(self, name) is None:
-                raise WorldSpecError(f"family {self.family!r} needs {name}; pass {name}=...")
+                raise WorldSpecError(f"family {self.family!r} needs {name}: pass --{name} on the command line "
+                                     f"({name}: in a study's cells)")
         if "shocks" in takes and self.shocks not in SHOCKS:
             raise WorldSpecError(f"unknown shocks {self.shocks!r}; choose one of {', '.join(SHOCKS)}")
         if "factor" in takes and self.factor not in FACTORS:

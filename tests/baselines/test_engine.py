@@ -43,8 +43,26 @@ def test_rerun_resumes_and_a_changed_config_is_refused(tmp_path):
     chunk_files[2].unlink()
     again = simulate(_config(), tmp_path, progress=False)
     pd.testing.assert_frame_equal(first, again)
-    with pytest.raises(ValueError, match="another configuration"):
+    with pytest.raises(ValueError, match="another seed; a directory can only grow"):
         simulate(_config(seed=4), tmp_path, progress=False)
+
+
+def test_a_directory_grows_to_exactly_the_larger_run(tmp_path):
+    """More worlds per cell and a new R2 level extend a directory; the result is the single larger
+    run's table bit for bit; the old partial chunk is kept under chunks/superseded/, never deleted."""
+    small = dict(cells=linear_grid([0.0], "gaussian", phis=(0.95,), rhos=(-0.8,)), worlds_per_cell=15)
+    large = dict(cells=linear_grid([0.0, 0.01], "gaussian", phis=(0.95,), rhos=(-0.8,)), worlds_per_cell=24)
+    simulate(_config(**small), tmp_path / "grown", progress=False)
+    grown = simulate(_config(**large), tmp_path / "grown", progress=False)
+    single = simulate(_config(**large), tmp_path / "single", progress=False)
+    pd.testing.assert_frame_equal(grown, single)
+    assert (tmp_path / "grown" / "mc.parquet").read_bytes() == (tmp_path / "single" / "mc.parquet").read_bytes()
+    assert [p.name for p in (tmp_path / "grown" / "chunks" / "superseded").iterdir()] == [
+        "linear_r2=0_phi=0.95_rho=-0.8_gaussian__0000010-0000015.parquet"]
+    manifest = json.loads((tmp_path / "grown" / "simulation.json").read_text())
+    assert manifest["config"]["worlds_per_cell"] == 24 and manifest["history"][0]["config"]["worlds_per_cell"] == 15
+    with pytest.raises(ValueError, match="larger simulation"):
+        simulate(_config(**small), tmp_path / "grown", progress=False)
 
 
 def test_build_errors_are_reported_not_fatal(monkeypatch):

@@ -85,3 +85,67 @@ def test_mc_cells_are_crossed_by_the_engine():
     assert [(c.r2, c.phi) for c in linear] == [(0.0, 0.95), (0.0, 0.99), (0.01, 0.95), (0.01, 0.99)]
     assert [c.r2 for c in cells_for("injected", shocks=None, r2=[0.01, 0.04], factor="HML")] == [0.01, 0.04]
     assert len(cells_for("reversal", shocks="bootstrap")) == 1
+
+
+LINEAR = ["--family", "linear", "--r2", "0.01", "--phi", "0.95", "--rho", "-0.8"]
+MC = ["mc", "--family", "linear", "--r2", "0", "--phi", "0.95", "--rho", "-0.8", "--procedures", "oracle"]
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["world", "build", *LINEAR, "--seed", "-1", "--out", "{tmp}/w"], "--seed: must be 0 or more, got -1"),
+    (["world", "build", *LINEAR, "--seed", "1", "--out", "{file}"], "is a file, not a directory"),
+    (["world", "build", "--family", "linear", "--r2", "0.01", "--rho", "-0.8", "--seed", "1", "--out", "{tmp}/w"],
+     "needs phi: pass --phi"),
+    (["run", "--concurrency", "-3", "--out", "{tmp}/runs"], "--concurrency: must be 1 or more, got -3"),
+    (["run", "--concurrency", "0", "--out", "{tmp}/runs"], "--concurrency: must be 1 or more, got 0"),
+    (["run", "--out", "{file}", "--dry-run"], "is a file, not a directory"),
+    (["run", "--out", "{file}/sub", "--dry-run"], "is a file, so"),
+    (["report", "--runs", "{tmp}", "--out", "{file}"], "is a file, not a directory"),
+    ([*MC, "--procedures", "nope"], "unknown procedures ['nope']; choose from oracle"),
+    ([*MC, "--worlds-per-cell", "0"], "--worlds-per-cell: must be 1 or more"),
+    ([*MC, "--n-jobs", "0"], "0 workers cannot run anything"),
+    ([*MC, "--out", "{file}"], "is a file, not a directory"),
+    ([*MC, "--r2", "0,x"], "expected comma-separated numbers"),
+])
+def test_bad_input_is_one_line_naming_the_problem_before_any_work(argv, expected, tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("not a directory")
+    argv = [a.format(tmp=tmp_path, file=afile) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and expected in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # nothing was written
+
+
+def test_a_changed_mc_configuration_and_a_damaged_study_are_one_line(tmp_path, capsys):
+    out = str(tmp_path / "mc")
+    assert main([*MC, "--worlds-per-cell", "2", "--out", out, "--json"]) == 0
+    capsys.readouterr()
+    assert main([*MC, "--worlds-per-cell", "2", "--seed", "2", "--out", out]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "another seed" in err[0] and "can only grow" in err[0]
+    study = tmp_path / "study"
+    study.mkdir()
+    (study / "runs.parquet").write_bytes(b"PAR1 truncated")
+    assert main(["report", "--runs", str(study), "--out", str(tmp_path / "report")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "runs.parquet cannot be read" in err[0] and "planted run" in err[0]
+
+
+def test_a_large_r2_warns_that_r2_is_a_share(tmp_path, capsys):
+    assert main(["world", "build", "--family", "linear", "--r2", "0.5", "--phi", "0.95", "--rho", "-0.8",
+                 "--seed", "1", "--out", str(tmp_path / "w")]) == 0
+    assert "R2 0.5 is 50% of the return variance" in capsys.readouterr().err
+
+
+def test_world_build_refuses_to_replace_another_world(tmp_path, capsys):
+    args = ["world", "build", *LINEAR, "--out", str(tmp_path / "w")]
+    assert main([*args, "--seed", "1"]) == 0
+    before = (tmp_path / "w" / "visible" / "data.csv").read_bytes()
+    assert main([*args, "--seed", "1"]) == 0  # the same world again: nothing changes
+    capsys.readouterr()
+    assert main([*args, "--seed", "2"]) == 2
+    assert "holds another world" in capsys.readouterr().err
+    assert (tmp_path / "w" / "visible" / "data.csv").read_bytes() == before
+    assert main([*args, "--seed", "2", "--force"]) == 0
+    assert (tmp_path / "w" / "visible" / "data.csv").read_bytes() != before

@@ -1,114 +1,225 @@
-"""Freezing and verifying a study in a scratch git repository; confirmatory runs refuse drift."""
+"""Preregistration in a researcher's project (a scratch git repository made by `planted init`).
+
+The tests run against the installed package (CI installs it with `pip install .`, as users do), so
+the code files a manifest hashes are the ones in site-packages, and the project's files are the
+researcher's own copies.
+"""
 
 import json
 import subprocess
+from dataclasses import asdict
+from pathlib import Path
 
 import pytest
+import yaml
 
-from planted.cli import main
 from planted.agents.secret import read_secret, secret_hex, secret_sha256
-from planted.prereg import PreregistrationError, analysis_label, file_hashes, freeze, reveal, verify
+from planted.cli import main
+from planted.prereg import PreregistrationError, analysis_label, code_files, file_hashes, freeze, reveal, verify
+from planted.project import Project, init_project
+from planted.provenance import code_provenance, provenance_from
+
+
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True).stdout
+
+
+def _commit_all(root: Path, message: str = "edit") -> None:
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", message)
 
 
 @pytest.fixture()
-def repo(tmp_path):
-    root = tmp_path / "repo"
-    root.mkdir()
+def project(tmp_path, monkeypatch):
+    """A fresh project (`planted init`), committed in its own git repository; the current directory is elsewhere."""
+    root = tmp_path / "proj"
+    init_project(root)
     for args in (["init", "-q"], ["config", "user.email", "t@example.org"], ["config", "user.name", "t"]):
-        subprocess.run(["git", "-C", str(root), *args], check=True)
-    (root / "README").write_text("scratch\n")
-    subprocess.run(["git", "-C", str(root), "add", "README"], check=True)
-    subprocess.run(["git", "-C", str(root), "commit", "-qm", "start"], check=True)
-    return root
+        _git(root, *args)
+    _commit_all(root, "planted project")
+    monkeypatch.chdir(tmp_path)
+    return Project.find(root)
 
 
-def test_freeze_writes_the_manifest_commits_and_tags(repo):
-    target = freeze("prereg-v3", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
+def test_freeze_writes_the_manifest_in_the_project_commits_and_tags(project):
+    target = freeze("prereg-v3", project=project, out=project.root / "runs")
+    assert target == project.root / "prereg" / "prereg-v3"
     manifest = json.loads((target / "manifest.json").read_text())
     assert manifest["n_runs"] == 430 and manifest["n_worlds"] == 350
-    assert manifest["files"] == file_hashes()
-    assert "planted.worlds/simulate.py" in manifest["files"] and "planted.conf/prompts.yaml" in manifest["files"]
+    assert manifest["files"] == file_hashes(project, "prereg-v3")
+    # the project's own configuration and the installed code that decides outcomes
+    assert {"conf/study/prereg-v3.yaml", "conf/prompts.yaml", "conf/model/opus.yaml"} <= set(manifest["files"])
+    assert {"planted.worlds/simulate.py", "planted.agents/sandbox.py", "planted.agents/evaluator.py",
+            "planted.baselines/procedures.py", "planted.analysis/hypotheses.py"} <= set(manifest["files"])
+    import planted.worlds.simulate
+
+    assert code_files()["planted.worlds/simulate.py"] == Path(planted.worlds.simulate.__file__)  # what Python imports
+    assert manifest["planted_code"] == asdict(code_provenance())
     assert (target / "run_order.csv").read_text().count("\n") == 431
-    tags = subprocess.run(["git", "-C", str(repo), "tag"], capture_output=True, text=True).stdout.split()
-    assert tags == ["prereg-v3"]
-    assert verify("prereg-v3", prereg_dir=repo / "prereg").ok
+    assert _git(project.root, "tag").split() == ["prereg-v3"]
+    assert _git(project.root, "status", "--porcelain").strip() == ""
+    drift = verify("prereg-v3", project=project)
+    assert drift.ok and drift.confirmatory, drift.summary()
+    assert analysis_label("prereg-v3", exploratory=False, project=project).label == "confirmatory"
     with pytest.raises(PreregistrationError, match="already frozen"):
-        freeze("prereg-v3", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
-    # the secret: only its hash is committed, the secret itself is in the study's sealed area
-    secret = read_secret(repo / "runs" / "prereg-v3" / "sealed" / "study_secret.json")
+        freeze("prereg-v3", project=project, out=project.root / "runs")
+    secret = read_secret(project.root / "runs" / "prereg-v3" / "sealed" / "study_secret.json")
     assert manifest["secret_sha256"] == secret_sha256(secret)
     assert manifest["agent_environment"]["packages"]["lightgbm"]
-    committed = subprocess.run(["git", "-C", str(repo), "grep", "-I", secret_hex(secret), "prereg-v3"], capture_output=True)
-    assert committed.returncode == 1  # the secret is nowhere in the tagged tree
+    committed = subprocess.run(["git", "-C", str(project.root), "grep", "-I", secret_hex(secret), "prereg-v3"],
+                               capture_output=True)
+    assert committed.returncode == 1  # the secret is nowhere in the tagged tree (runs/ is ignored)
 
 
-def test_a_study_that_publishes_its_secret_cannot_be_frozen(repo):
-    with pytest.raises(PreregistrationError, match="publishes its secret"):
-        freeze("smoke", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
+def test_editing_the_projects_study_changes_the_run_and_is_caught_by_verify(project, capsys):
+    freeze("prereg-v3", project=project, out=project.root / "runs")
+    study = project.root / "conf" / "study" / "prereg-v3.yaml"
+    config = yaml.safe_load(study.read_text())
+    config["budget"] = 20
+    study.write_text(yaml.safe_dump(config))
+    from planted.config import study_section
+
+    assert study_section("prereg-v3", project=project)["budget"] == 20  # the project's file is what runs
+    drift = verify("prereg-v3", project=project)
+    assert drift.changed == ["conf/study/prereg-v3.yaml"] and drift.study_changed and not drift.confirmatory
+    with pytest.raises(PreregistrationError, match="conf/study/prereg-v3.yaml"):
+        analysis_label("prereg-v3", exploratory=False, project=project)
+    assert analysis_label("prereg-v3", exploratory=True, project=project).label == "exploratory"
+    assert main(["prereg", "verify", "prereg-v3", "--project", str(project.root)]) == 1
+    assert "changed: conf/study/prereg-v3.yaml" in capsys.readouterr().out
+    assert main(["run", "--study", "prereg-v3", "--project", str(project.root), "--out", str(project.root / "runs"),
+                 "--dry-run"]) == 2
+    assert "conf/study/prereg-v3.yaml" in capsys.readouterr().err
 
 
-def test_reveal_publishes_the_secret_that_rebuilds_the_worlds(repo):
+def test_a_changed_code_hash_is_listed(project):
+    target = freeze("prereg-v3", project=project, out=project.root / "runs")
+    manifest = json.loads((target / "manifest.json").read_text())
+    manifest["files"]["planted.baselines/procedures.py"] = "0" * 64  # as if the installed code had changed since
+    manifest["files"]["planted.worlds/gone.py"] = "1" * 64
+    (target / "manifest.json").write_text(json.dumps(manifest))
+    drift = verify("prereg-v3", project=project)
+    assert drift.changed == ["planted.baselines/procedures.py"] and drift.missing == ["planted.worlds/gone.py"]
+
+
+def test_freeze_refuses_before_writing_anything(project, tmp_path):
+    runs = project.root / "runs"
+    study = project.root / "conf" / "study" / "prereg-v3.yaml"
+    study.write_text(study.read_text() + "\n# edited\n")  # uncommitted change to a hash-controlled file
+    with pytest.raises(PreregistrationError, match="commit these hash-controlled files.*conf/study/prereg-v3.yaml"):
+        freeze("prereg-v3", project=project, out=runs)
+    _commit_all(project.root)
+    _git(project.root, "tag", "prereg-v3")
+    with pytest.raises(PreregistrationError, match="git tag 'prereg-v3' exists already"):
+        freeze("prereg-v3", project=project, out=runs)
+    (project.root / "conf" / "study" / "prereg-v2.yaml").unlink()
+    _commit_all(project.root)
+    with pytest.raises(PreregistrationError, match="shipped template"):  # only the project's studies are frozen
+        freeze("prereg-v2", project=project, out=runs)
+    plain = tmp_path / "plain"
+    init_project(plain)  # a project that is not a git repository
+    with pytest.raises(PreregistrationError, match="not a git repository"):
+        freeze("prereg-v3", project=Project.find(plain), out=plain / "runs")
+    with pytest.raises(PreregistrationError, match="no planted project here"):
+        freeze("prereg-v3", project=Project(None), out=runs)
+    assert not (project.root / "prereg" / "prereg-v3").exists() and not runs.exists()
+    assert not (plain / "prereg" / "prereg-v3").exists() and not (plain / "runs").exists()
+
+
+def test_a_manifest_not_committed_under_its_tag_is_exploratory_and_says_why(project):
+    freeze("prereg-v3", project=project, out=project.root / "runs", tag=False)
+    drift = verify("prereg-v3", project=project)
+    assert drift.ok and not drift.confirmatory and "no git tag 'prereg-v3'" in drift.not_committed
+    label = analysis_label("prereg-v3", exploratory=False, project=project)
+    assert label.label == "exploratory" and "no git tag" in label.reason
+    _commit_all(project.root)
+    _git(project.root, "tag", "prereg-v3")
+    assert verify("prereg-v3", project=project).confirmatory
+    manifest = project.root / "prereg" / "prereg-v3" / "manifest.json"
+    manifest.write_bytes(manifest.read_bytes().replace(b'"n_runs": 430', b'"n_runs": 431'))  # edited after tagging
+    assert "differs from the version committed under tag" in verify("prereg-v3", project=project).not_committed
+
+
+def test_without_a_project_only_shipped_templates_run_and_nothing_is_frozen(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PLANTED_PROJECT", raising=False)
+    project = Project.find()
+    assert project.root is None and project.require("study", "smoke").shipped
+    label = analysis_label("prereg-v3", exploratory=False, project=project)
+    assert label.label == "exploratory" and "shipped template" in label.reason
+    with pytest.raises(PreregistrationError, match="not frozen"):
+        verify("prereg-v3", project=project)
+    assert main(["prereg", "verify", "prereg-v3"]) == 2
+
+
+def test_reveal_publishes_the_secret_that_rebuilds_the_worlds(project):
     """Commit-reveal: revealing before the runs is refused; after, the revealed secret matches the hash."""
     from planted.agents.study import study_grid
-    from planted.config import compose_study
+    from planted.config import study_section
 
-    freeze("prereg-v3", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
+    runs = project.root / "runs"
+    freeze("prereg-v3", project=project, out=runs)
     with pytest.raises(PreregistrationError, match="still pending"):
-        reveal("prereg-v3", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
-    target = reveal("prereg-v3", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo, force=True)
+        reveal("prereg-v3", project=project, out=runs)
+    target = reveal("prereg-v3", project=project, out=runs, force=True)
     revealed = read_secret(target)
     manifest = json.loads((target.parent / "manifest.json").read_text())
     assert secret_sha256(revealed) == manifest["secret_sha256"]
-    log = subprocess.run(["git", "-C", str(repo), "log", "--format=%s", "-1"], capture_output=True, text=True).stdout
-    assert log.strip() == "Reveal the secret of study prereg-v3"
-    config = compose_study("prereg-v3", "scripted")["study"]
-    from_sealed = study_grid(config, read_secret(repo / "runs" / "prereg-v3" / "sealed" / "study_secret.json"))
+    assert _git(project.root, "log", "--format=%s", "-1").strip() == "Reveal the secret of study prereg-v3"
+    config = study_section("prereg-v3", project=project)
+    from_sealed = study_grid(config, read_secret(runs / "prereg-v3" / "sealed" / "study_secret.json"))
     from_revealed = study_grid(config, revealed)
     assert [u.seed.entropy for u in from_sealed.worlds.values()] == [u.seed.entropy for u in from_revealed.worlds.values()]
 
 
-def test_drift_is_listed_and_blocks_confirmatory_runs(repo, capsys, monkeypatch):
-    target = freeze("prereg-v3", out=repo / "runs", prereg_dir=repo / "prereg", repo=repo)
-    manifest = json.loads((target / "manifest.json").read_text())
-    manifest["files"]["planted.baselines/procedures.py"] = "0" * 64  # as if the code had changed since
-    manifest["files"]["planted.worlds/gone.py"] = "1" * 64
-    (target / "manifest.json").write_text(json.dumps(manifest))
-    drift = verify("prereg-v3", prereg_dir=repo / "prereg")
-    assert drift.changed == ["planted.baselines/procedures.py"] and drift.missing == ["planted.worlds/gone.py"]
-    with pytest.raises(PreregistrationError, match="procedures.py"):
-        analysis_label("prereg-v3", exploratory=False, prereg_dir=repo / "prereg")
-    assert analysis_label("prereg-v3", exploratory=True, prereg_dir=repo / "prereg")[0] == "exploratory"
-    assert main(["prereg", "verify", "prereg-v3", "--prereg-dir", str(repo / "prereg")]) == 1
-    assert "changed: planted.baselines/procedures.py" in capsys.readouterr().out
-    monkeypatch.setenv("PLANTED_PREREG_DIR", str(repo / "prereg"))
-    assert main(["run", "--study", "prereg-v3", "--out", str(repo / "runs"), "--dry-run"]) == 2
-    assert "procedures.py" in capsys.readouterr().err
-
-
-def test_unfrozen_studies_run_as_exploratory(tmp_path):
-    assert analysis_label("smoke", exploratory=False, prereg_dir=tmp_path) == ("exploratory", None)
-    with pytest.raises(PreregistrationError, match="not frozen"):
-        verify("smoke", prereg_dir=tmp_path)
-
-
-def test_a_freeze_that_cannot_be_committed_leaves_nothing_frozen(tmp_path):
-    """Outside a git repository (the installed package's own directory, say) freeze refuses before
-    writing; a commit that fails takes the manifest and the secret back, so nothing verifies as frozen."""
-    plain = tmp_path / "not-a-repo"
-    plain.mkdir()
-    with pytest.raises(PreregistrationError, match="not a git repository"):
-        freeze("prereg-v3", out=tmp_path / "runs", prereg_dir=plain / "prereg")
-    assert not (plain / "prereg").exists() and not (tmp_path / "runs").exists()
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    for args in (["init", "-q"], ["config", "user.email", "t@example.org"], ["config", "user.name", "t"]):
-        subprocess.run(["git", "-C", str(repo), *args], check=True)
-    (repo / ".gitignore").write_text("prereg/\n")  # git add of the manifest fails
-    subprocess.run(["git", "-C", str(repo), "add", ".gitignore"], check=True)
-    subprocess.run(["git", "-C", str(repo), "commit", "-qm", "start"], check=True)
+def test_a_freeze_whose_commit_fails_leaves_nothing_frozen(project):
+    (project.root / ".gitignore").write_text("prereg/\nruns/\n")  # git add of the manifest fails
+    _commit_all(project.root)
     with pytest.raises(PreregistrationError, match="git add"):
-        freeze("prereg-v3", out=tmp_path / "runs", prereg_dir=repo / "prereg", repo=repo)
-    assert not (repo / "prereg" / "prereg-v3" / "manifest.json").exists()
-    assert not (tmp_path / "runs" / "prereg-v3" / "sealed" / "study_secret.json").exists()
-    with pytest.raises(PreregistrationError, match="not frozen"):
-        verify("prereg-v3", prereg_dir=repo / "prereg")
+        freeze("prereg-v3", project=project, out=project.root / "runs")
+    assert not (project.root / "prereg" / "prereg-v3" / "manifest.json").exists()
+    assert not (project.root / "runs" / "prereg-v3" / "sealed" / "study_secret.json").exists()
+
+
+def test_the_provenance_of_an_editable_install_is_its_checkouts_commit(project):
+    head = _git(project.root, "rev-parse", "HEAD").strip()
+    editable = json.dumps({"url": project.root.as_uri(), "dir_info": {"editable": True}})
+    assert provenance_from(editable, "9.9").commit == head
+    copied = json.dumps({"url": project.root.as_uri(), "dir_info": {}})  # `pip install .`: the copy, not the checkout
+    assert provenance_from(copied, "9.9").commit is None and not provenance_from(copied, "9.9").editable
+    assert provenance_from(None, "9.9").commit is None
+
+
+def test_init_refuses_a_file_and_an_existing_project(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    assert main(["init", str(tmp_path / "file")]) == 2
+    assert main(["init", str(tmp_path / "p")]) == 0
+    assert (tmp_path / "p" / "conf" / "study" / "smoke.yaml").is_file() and (tmp_path / "p" / ".gitignore").is_file()
+    assert main(["init", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err
+    assert "is a file" in err and "exists already" in err and "Traceback" not in err
+
+
+def test_a_frozen_study_runs_confirmatory_and_an_unfrozen_one_says_why_not(project, capsys):
+    """Through the CLI in a fresh project: freeze, verify, a confirmatory run (real sandbox, scripted
+    agent); the shipped smoke study run from outside any project is exploratory, naming the template."""
+    import pandas as pd
+
+    tiny = {"name": "tiny", "seed": 5, "budget": 40, "refit_every": 12, "procedures": ["oracle", "hac_holm"],
+            "groups": [{"name": "linear", "cells": {"family": "linear", "r2": 0.04, "phi": 0.95, "rho": -0.8,
+                                                    "shocks": "gaussian"}, "seeds": 1}]}
+    (project.root / "conf" / "study" / "tiny.yaml").write_text(yaml.safe_dump(tiny))
+    _commit_all(project.root, "add the tiny study")
+    where = ["--project", str(project.root)]
+    runs = project.root / "runs"
+    assert main(["prereg", "freeze", "tiny", *where, "--out", str(runs)]) == 0
+    assert main(["prereg", "verify", "tiny", *where]) == 0
+    assert "confirmatory runs allowed" in capsys.readouterr().out
+    assert main(["run", "--study", "tiny", *where, "--out", str(runs), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "analysis label: confirmatory" in out
+    table = pd.read_parquet(runs / "tiny" / "runs.parquet")
+    assert list(table["analysis_label"]) == ["confirmatory"] and table["analysis_reason"].isna().all()
+    assert main(["run", "--study", "smoke", "--out", str(project.root.parent / "elsewhere"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "analysis label: exploratory (study 'smoke' is not frozen (shipped template smoke.yaml" in out
