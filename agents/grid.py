@@ -301,7 +301,7 @@ def run_grid(ctx: GridContext, grid: StudyGrid, *, limit: int | None = None, red
     pending = [u for u in grid.runs if not run_is_done(ctx.layout.run_dir(u.run_id), redo_infra_errors=redo_infra_errors)]
     if limit is not None:
         pending = pending[:limit]
-    bar = tqdm(total=len(grid.runs), initial=len(grid.runs) - len(pending), desc="episodes", disable=not ctx.progress)
+    bar = tqdm(total=len(pending), desc="episodes", disable=not ctx.progress)  # this invocation's runs only
     stop = threading.Event()
     with EventLog(ctx.layout.ledger) as ledger, ThreadPoolExecutor(max_workers=ctx.concurrency) as pool:
 

@@ -24,7 +24,10 @@ then :class:`TruncatedResponseError` is raised, which the grid records as an inf
 from __future__ import annotations
 
 import json
+import math
 import re
+import sys
+import threading
 import time
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Literal, Mapping, Sequence
@@ -62,6 +65,59 @@ class TransientReplyError(RuntimeError):
     """A successful HTTP reply whose body reports a server-side failure; retried like a 5xx."""
 
 
+NOTICE_INTERVAL_S = 10.0
+"""At most one console line about retries per this many seconds (every retry is in the transcript)."""
+
+
+class RetryMonitor:
+    """What the console shows of retries, and how long a backend has been unreachable.
+
+    Shared by every session of a process (concurrent episodes reach the same provider): a retry
+    prints one line through ``tqdm.write`` at most every :data:`NOTICE_INTERVAL_S` seconds (how many
+    retries were not shown is said in the next line), and the start of an outage, the first
+    connection error after the last success of the backend, is kept so that
+    :meth:`outage_seconds` can stop the grid when it lasts too long.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, write: Callable[[str], None] | None = None):
+        self.clock = clock
+        self.write = write
+        self._lock = threading.Lock()
+        self._outage: dict[str, float] = {}
+        self._last_notice = -math.inf
+        self._unshown = 0
+
+    def notice(self, text: str) -> None:
+        with self._lock:
+            now = self.clock()
+            if now - self._last_notice < NOTICE_INTERVAL_S:
+                self._unshown += 1
+                return
+            extra = f" (and {self._unshown} more retries since the last notice)" if self._unshown else ""
+            self._last_notice, self._unshown = now, 0
+        (self.write or _tqdm_write)(text + extra)
+
+    def connection_failed(self, backend: str) -> float:
+        """Record a connection error of ``backend``; seconds since its outage began."""
+        with self._lock:
+            now = self.clock()
+            return now - self._outage.setdefault(backend, now)
+
+    def succeeded(self, backend: str) -> None:
+        with self._lock:
+            self._outage.pop(backend, None)
+
+
+def _tqdm_write(text: str) -> None:
+    from tqdm.auto import tqdm
+
+    tqdm.write(text, file=sys.stderr)
+
+
+MONITOR = RetryMonitor()
+"""The process's retry monitor (tests pass their own to :class:`ApiCaller`)."""
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How often and how patiently a request is retried.
@@ -76,12 +132,18 @@ class RetryPolicy:
         and is at least the server's ``retry-after`` (capped at ``max_delay_s``).
     truncation_retries : int
         How often a truncated response's request is sent again before giving up.
+    max_outage_s : float
+        Connection errors (no HTTP status: the provider cannot be reached) that persist for this
+        many seconds across every request of the backend, with no success in between, stop the
+        grid like a fatal error (:class:`~planted.agents.backend.FatalBackendError`) instead of
+        retrying run after run.
     """
 
     max_attempts: int = 8
     base_delay_s: float = 2.0
     max_delay_s: float = 120.0
     truncation_retries: int = 1
+    max_outage_s: float = 600.0
 
     @classmethod
     def from_config(cls, data: Mapping[str, Any] | None) -> "RetryPolicy":
@@ -91,7 +153,7 @@ class RetryPolicy:
         if unknown:
             raise ValueError(f"unknown retry settings {sorted(unknown)}")
         policy = cls(**data)
-        if policy.max_attempts < 1 or policy.truncation_retries < 0 or policy.base_delay_s < 0:
+        if policy.max_attempts < 1 or policy.truncation_retries < 0 or policy.base_delay_s < 0 or policy.max_outage_s <= 0:
             raise ValueError(f"invalid retry policy {policy}")
         return policy
 
@@ -288,6 +350,7 @@ class ApiCaller:
         secrets: Sequence[str] = (),
         credential_hint: str = "",
         rng: np.random.Generator,
+        monitor: RetryMonitor | None = None,
     ):
         self.backend = backend
         self.send = send
@@ -300,6 +363,7 @@ class ApiCaller:
         self.secrets = tuple(secrets)
         self.credential_hint = credential_hint
         self.rng = rng
+        self.monitor = monitor if monitor is not None else MONITOR
         self.malformed_arguments = 0
 
     def call(self, body: dict[str, Any], *, turn: int) -> tuple[dict[str, Any], Reply, Usage]:
@@ -339,22 +403,35 @@ class ApiCaller:
         for attempt in range(1, self.policy.max_attempts + 1):
             try:
                 data, request_id = self.send(body)
-                return data, request_id, attempt
             except Exception as exc:
                 failure = classify_error(exc, status_errors=self.status_errors, connection_errors=self.connection_errors)
                 if failure is None:
                     raise
                 failure = Failure(failure.kind, failure.status, failure.error_type,
                                   redact(failure.message, self.secrets), failure.retry_after)
+                if failure.kind == "transient" and failure.status is None:
+                    down = self.monitor.connection_failed(self.backend)
+                    if down > self.policy.max_outage_s:
+                        self.log.write("api_error", backend=self.backend, turn=turn, attempt=attempt, kind="outage",
+                                       status=None, error_type=failure.error_type, message=failure.message)
+                        raise FatalBackendError(
+                            f"{self.backend}: unreachable for {down:.0f} s (more than retry.max_outage_s = "
+                            f"{self.policy.max_outage_s:g}): {failure.describe()}. The grid stops; check the network "
+                            "or the base URL and rerun (finished runs are kept)."
+                        ) from None
                 if failure.kind == "transient" and attempt < self.policy.max_attempts:
                     delay = self.policy.delay(attempt, rng=self.rng, retry_after=failure.retry_after)
                     self.log.write("retry", backend=self.backend, turn=turn, attempt=attempt, status=failure.status,
                                    error_type=failure.error_type, message=failure.message, delay_s=round(delay, 4))
+                    self.monitor.notice(f"{self.backend}: {failure.describe()[:160]}; attempt {attempt + 1} of "
+                                        f"{self.policy.max_attempts} in {delay:.0f} s")
                     time.sleep(delay)
                     continue
                 self.log.write("api_error", backend=self.backend, turn=turn, attempt=attempt, kind=failure.kind,
                                status=failure.status, error_type=failure.error_type, message=failure.message)
                 raise self._error(failure, attempt) from None
+            self.monitor.succeeded(self.backend)
+            return data, request_id, attempt
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _error(self, failure: Failure, attempt: int) -> Exception:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -74,7 +75,9 @@ class PreparedRun:
             raise RuntimeError("a dry-run plan cannot be executed: prepare the run without dry_run")
         from planted.analysis.tables import claim_rates_by_world  # the summary is Table D.1 on the runs logged
 
+        started = time.monotonic()
         runs = run_grid(self.context, self.grid, limit=limit, redo_infra_errors=redo_infra_errors)
+        elapsed = time.monotonic() - started
         procedures = list(self.context.study.procedures)
         shown = [p for p in ("hac_holm", "combination", "oracle") if p in procedures]
         lines = [f"study {self.grid.name}: {len(runs)} of {len(self.grid.runs)} runs logged", self.label_line(),
@@ -88,6 +91,7 @@ class PreparedRun:
                 lines.append(f"{errors} runs failed for infrastructure reasons on every attempt (not agent outcomes; "
                              "their result.json says why); fix the cause, then rerun with --redo-infra-errors")
         out = self.context.out
+        lines.append(spending_line(runs, elapsed))
         lines += [
             f"run table:  {out / 'runs.parquet'}",
             f"baselines:  {out / 'baselines.parquet'}",
@@ -95,6 +99,16 @@ class PreparedRun:
             f"worlds:     {out / 'worlds'}/<world_id>/ (visible/ for the agent, sealed/)",
         ]
         return "\n".join(lines)
+
+
+def spending_line(runs: pd.DataFrame, elapsed: float) -> str:
+    """Tokens, cost and agent wall time of the logged runs, and this invocation's wall time."""
+    def total(column: str) -> float:
+        return float(pd.to_numeric(runs[column], errors="coerce").sum()) if column in runs.columns and len(runs) else 0.0
+
+    return (f"spent on the {len(runs)} logged runs: {total('input_tokens'):,.0f} input and {total('output_tokens'):,.0f} "
+            f"output tokens, ${total('cost_usd'):.2f}, {total('wall_seconds') / 60:.1f} episode-minutes; this invocation "
+            f"took {elapsed / 60:.1f} minutes")
 
 
 def cost_estimate(out: Path, pending: int, model: dict[str, Any]) -> str:

@@ -26,6 +26,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from planted.agents.grid import StudyConfigMismatch
     from planted.agents.sandbox import SandboxUnavailableError
     from planted.agents.secret import StudySecretError
+    from planted.agents.status import StudyStatusError
     from planted.config import ConfigError
     from planted.prereg import PreregistrationError
     from planted.run_record import RunRecordError, SchemaVersionError
@@ -33,7 +34,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
     return (WorldSpecError, FactorDataError, WorldFileError, StudyConfigMismatch, SandboxUnavailableError,
             FatalBackendError, ConfigError, PreregistrationError, StudyDataError, StudySecretError,
-            SchemaVersionError, RunRecordError, SimulationConfigError)
+            SchemaVersionError, RunRecordError, SimulationConfigError, StudyStatusError)
 
 
 def _add_world_spec_arguments(parser: argparse.ArgumentParser) -> None:
@@ -315,6 +316,13 @@ def cmd_prereg(args: argparse.Namespace) -> int:
     return 0 if drift.confirmatory else 1
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from planted.agents.status import study_status
+
+    print(study_status(args.directory).summary())
+    return 0
+
+
 def cmd_init(args: argparse.Namespace) -> int:
     from planted.project import init_project
 
@@ -483,6 +491,10 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--no-commit", action="store_true", help="write prereg/NAME/secret.json only")
             sub.add_argument("--force", action="store_true", help="reveal although runs are pending")
         sub.set_defaults(handler=cmd_prereg)
+
+    status = commands.add_parser("status", help="what a study directory holds: done, errored, unfinished, pending, spent")
+    status.add_argument("directory", type=Path, help="a study directory written by `planted run` (OUT/<study>)")
+    status.set_defaults(handler=cmd_status)
 
     init = commands.add_parser("init", help="create a project: editable studies, models and prompts, prereg/, README")
     init.add_argument("directory", type=Path, help="the project directory (created; an existing conf/ is never overwritten)")

@@ -293,3 +293,56 @@ def test_backoff_grows_with_jitter_and_respects_retry_after():
         delays = [policy.delay(attempt, rng=rng) for _ in range(200)]
         assert ceiling / 2 <= min(delays) and max(delays) <= ceiling and np.std(delays) > 0
     assert policy.delay(1, rng=rng, retry_after=5.0) == 5.0 and policy.delay(1, rng=rng, retry_after=50.0) == 8.0
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_retries_reach_the_console_rate_limited():
+    from planted.agents.retry import NOTICE_INTERVAL_S, RetryMonitor
+
+    clock, lines = _Clock(), []
+    monitor = RetryMonitor(clock=clock, write=lines.append)
+    for step in range(4):
+        monitor.notice(f"retry {step}")
+        clock.now += NOTICE_INTERVAL_S / 5
+    clock.now += NOTICE_INTERVAL_S
+    monitor.notice("retry 4")
+    assert lines == ["retry 0", "retry 4 (and 3 more retries since the last notice)"]
+
+
+def test_a_backend_unreachable_past_max_outage_stops_the_grid(tmp_path, monkeypatch):
+    """Connection errors on every request for longer than retry.max_outage_s are fatal (they would
+    otherwise be retried run after run); a success in between resets the clock."""
+    from planted.agents.backend import FatalBackendError
+    from planted.agents.retry import ApiCaller, Prices, RetryMonitor
+    from planted.agents.transcript import EventLog
+
+    clock, lines = _Clock(), []
+    monkeypatch.setattr("planted.agents.retry.time.sleep", lambda s: setattr(clock, "now", clock.now + s))
+    outcomes = iter([ConnectionError("refused"), ConnectionError("refused"), ({"ok": 1}, "req-1")] +
+                    [ConnectionError("refused")] * 20)
+
+    def send(body):
+        clock.now += 100.0  # each attempt takes 100 s to time out
+        outcome = next(outcomes)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    with EventLog(tmp_path / "t.jsonl") as log:
+        caller = ApiCaller(backend="compat", send=send, describe=lambda d: d, policy=RetryPolicy(
+            max_attempts=50, base_delay_s=60.0, max_delay_s=60.0, max_outage_s=600.0), prices=Prices(0.0, 0.0),
+            log=log, status_errors=(), connection_errors=(ConnectionError,), rng=np.random.default_rng(0),
+            monitor=RetryMonitor(clock=clock, write=lines.append))
+        assert caller._send({}, turn=1)[0] == {"ok": 1}  # two failures, then a success: no outage left
+        started = clock.now
+        with pytest.raises(FatalBackendError, match=r"unreachable for \d+ s \(more than retry.max_outage_s = 600\)"):
+            caller._send({}, turn=2)
+    assert 600 < clock.now - started < 600 + 2 * 160  # stopped within one attempt of the limit
+    assert lines and "compat: connection" in lines[0] and "attempt 2 of 50" in lines[0]

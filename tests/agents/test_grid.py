@@ -197,3 +197,27 @@ def test_the_shock_pool_is_a_study_choice(study_file, tmp_path, ff5_file, capsys
     bootstrap = [m for m in metas if m["spec"]["shocks"] == "bootstrap"]
     assert bootstrap and all(m["params"]["pool_sha256"] == expected.sha256 for m in bootstrap)
     assert all(m["params"]["pool_size"] == expected.size for m in bootstrap)
+
+
+def test_the_progress_bar_counts_this_invocation_and_status_tells_the_rest(study_file, tmp_path, capsys):
+    """`--limit 1` on a fresh directory shows 0/1 then 1/1 (not k of all runs); the summary adds what was
+    spent; `planted status` counts done, unfinished and pending runs and names one of each."""
+    from planted.cli import main
+
+    out = tmp_path / "runs"
+    assert main(["run", "--study", str(study_file), "--out", str(out), "--limit", "1"]) == 0
+    captured = capsys.readouterr()
+    bars = [line for line in captured.err.replace("\r", "\n").splitlines() if line.startswith("episodes")]
+    assert bars and all("/1 " in line for line in bars) and "1/1 " in bars[-1], bars
+    assert "spent on the 1 logged runs:" in captured.out and "this invocation took" in captured.out
+    study = out / "tiny"
+    unfinished = next(p for p in sorted((study / "runs").iterdir()) if (p / "result.json").is_file())
+    (unfinished / "result.json").unlink()  # as if killed before the record was written
+    assert main(["status", str(study)]) == 0
+    text = capsys.readouterr().out
+    assert "study tiny" in text and "5 runs" in text
+    counts = {line.split()[0]: int(line.split()[1]) for line in text.splitlines()[1:5]}
+    assert counts == {"done": 0, "infra_error": 0, "unfinished": 1, "pending": 4}
+    assert f"e.g. {unfinished.name}" in text
+    assert main(["status", str(tmp_path)]) == 2
+    assert "study.json is missing or unreadable" in capsys.readouterr().err

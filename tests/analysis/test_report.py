@@ -207,3 +207,17 @@ def test_removing_an_output_changes_no_other_outputs_bytes(multi_model, tmp_path
         assert names == {p.name for p in (tmp_path / left_out).iterdir()} - listings
         for name in sorted(names):
             assert (tmp_path / "full" / name).read_bytes() == (tmp_path / left_out / name).read_bytes(), name
+
+
+def test_a_truncated_run_record_is_one_line_naming_the_file(smoke_study, tmp_path, capsys):
+    import shutil
+
+    from planted.cli import main
+
+    study = tmp_path / "smoke"
+    shutil.copytree(smoke_study, study)
+    record = sorted((study / "runs").glob("*/result.json"))[0]
+    record.write_bytes(record.read_bytes()[:50])
+    assert main(["report", "--runs", str(study), "--out", str(tmp_path / "report")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(record) in err[0] and "`planted run` redoes the run" in err[0], err
