@@ -70,6 +70,8 @@ class GridContext:
     """``confirmatory`` (a frozen study whose manifest verified) or ``exploratory``; stamped into every record."""
     analysis_reason: str | None = None
     """Why the runs are exploratory (None when confirmatory); stamped into every record."""
+    project: str = "no project (shipped templates only)"
+    """Where the study, models and prompts were resolved (:meth:`planted.project.Project.describe`)."""
     max_infra_retries: int = 2
     """Attempts after the first when a run fails for infrastructure reasons, before it is recorded as ``infra_error``."""
 

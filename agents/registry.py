@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from planted.agents.backend import Backend, FatalBackendError, Session
 from planted.agents.retry import Prices, RetryPolicy
-from planted.config import check_keys
+from planted.config import ConfigError, check_keys
 
 if TYPE_CHECKING:
     from planted.agents.transcript import EventLog
@@ -76,21 +76,24 @@ class ModelConfig:
 
         Raises
         ------
-        ValueError
+        planted.config.ConfigError
             Unknown backend, unknown or missing keys, or a backend whose required settings are absent.
         """
         check_keys(data, {f.name for f in fields(cls)}, {"backend", "model_id", "prices"}, what="model config",
-                   error=ValueError)
+                   error=ConfigError)
         if data["backend"] not in BACKENDS:
-            raise ValueError(f"unknown backend {data['backend']!r}; choose from {', '.join(BACKENDS)}")
+            raise ConfigError(f"unknown backend {data['backend']!r}; choose from {', '.join(BACKENDS)}")
         values = dict(data)
-        values["prices"] = Prices.from_config(data["prices"])
-        values["retry"] = RetryPolicy.from_config(data.get("retry"))
+        try:
+            values["prices"] = Prices.from_config(data["prices"])
+            values["retry"] = RetryPolicy.from_config(data.get("retry"))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"model config {data.get('model_id')!r}: {exc}") from None
         values["sampling"] = dict(data.get("sampling") or {})
         values["extra_body"] = dict(data.get("extra_body") or {})
         config = cls(**values)
         if config.backend == "anthropic" and config.max_tokens is None:
-            raise ValueError("the anthropic backend needs max_tokens")
+            raise ConfigError("the anthropic backend needs max_tokens (add max_tokens: to the model config)")
         return config
 
     @property

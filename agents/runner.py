@@ -53,7 +53,7 @@ class PreparedRun:
             f"model {self.context.config['model'].get('model_id')} ({self.context.config['model'].get('backend')}), "
             f"concurrency {self.context.concurrency}, sandboxed={self.context.sandboxed}",
             self.label_line(),
-            f"output: {self.context.out}",
+            f"output: {self.context.out}; configuration from {self.context.project}",
             self.pool_line(),
         ]
         lines.append(cost_estimate(self.context.out, pending, self.context.config["model"]))
@@ -156,6 +156,7 @@ def prepare_run(
     dry_run: bool = False,
     max_infra_retries: int = 2,
     project: Project | None = None,
+    base_url_is_override: bool = True,
 ) -> PreparedRun:
     """Compose and check a study run; nothing is built or sent before every check has passed.
 
@@ -192,14 +193,16 @@ def prepare_run(
     settings = StudyConfig.from_dict(config["study"], study)
     if sandbox_limits is None:
         sandbox_limits = limits_from_config(settings.sandbox)
-    label = analysis_label(study, exploratory=exploratory, project=project, overrides=bool(overrides))
+    pool = settings.pool_choice.load(factor_file)  # a 5-factor pool without --path fails now, before any work
+    label = analysis_label(study, exploratory=exploratory, project=project, overrides=bool(overrides), model=model,
+                           pool_sha256=pool.sha256, base_url=base_url if base_url_is_override else None,
+                           sandboxed=not unsafe_no_sandbox)
     backend = make_backend(config["model"], base_url=base_url)
     prompts_file = project.config_file(None, "prompts.yaml")
     prompts = load_prompts(prompts_file.path if prompts_file is not None else None)
     sandbox_class = UnsafeLocalSandbox if unsafe_no_sandbox else BwrapSandbox
     with tempfile.TemporaryDirectory() as probe:
         sandbox_class(Path(probe) / "workspace", None, sandbox_limits)  # fails now, not mid-grid
-    settings.pool_choice.load(factor_file)  # a 5-factor pool without --path fails now, before any work
     name = settings.name
     target = Path(out) / name
     manifest = StudyLayout(target).study_file
@@ -225,7 +228,7 @@ def prepare_run(
         evaluator=partial(_evaluate, unsafe_no_sandbox=unsafe_no_sandbox, refit_every=settings.refit_every),
         sandboxed=not unsafe_no_sandbox, concurrency=concurrency or int(config["model"].get("concurrency", 1)),
         factor_file=str(factor_file) if factor_file else None, progress=progress, analysis_label=label.label,
-        analysis_reason=label.reason,
+        analysis_reason=label.reason, project=project.describe(),
         max_infra_retries=max_infra_retries,
     )
     return PreparedRun(context=context, grid=grid, runnable=not dry_run)

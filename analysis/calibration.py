@@ -31,7 +31,7 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.model_selection import GroupKFold
 
 from planted._typing import Float64Array
-from planted.analysis.results import LogitFit, TestResult
+from planted.analysis.results import LogitFit, TestResult, rank_problem
 from planted.analysis.samples import claims_of
 from planted.analysis.summary_records import CalibrationSummary, Recalibration
 from planted.analysis.scores import (  # noqa: F401 (the scores are part of this module's vocabulary)
@@ -151,16 +151,16 @@ def fit_logit(
         raise ValueError("y must be 0/1")
     cov_type = "nonrobust" if groups is None else "cluster"
 
-    def failed(status: str, iterations: int = 0) -> LogitFit:
+    def failed(status: str, iterations: int = 0, why: str = "") -> LogitFit:
         return LogitFit(
             names=names, params=np.full(k, np.nan), cov=np.full((k, k), np.nan), n=n, loglike=float("nan"),
-            status=status, iterations=iterations, cov_type=cov_type,  # type: ignore[arg-type]
+            status=status, iterations=iterations, cov_type=cov_type, why=why,  # type: ignore[arg-type]
         )
 
     if n == 0:
         return failed("empty")
     if np.linalg.matrix_rank(X) < k:
-        return failed("singular")
+        return failed("singular", why=rank_problem(X, names))
     if is_separated(y, X):
         return failed("separation")
     beta = np.zeros(k)
@@ -283,7 +283,7 @@ def calibration_wald(
     if fit.status != "ok":
         return TestResult(
             name=name, statistic=float("nan"), pvalue=float("nan"), df=2.0, null=null, alternative="two-sided",
-            n=fit.n, method=method, flag=fit.status,
+            n=fit.n, method=method, flag=fit.flag,
         )
     d = fit.params - np.array([0.0, 1.0])
     wald = float(d @ np.linalg.solve(fit.cov, d))

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 from scipy import stats
 
-from planted.analysis.results import Alternative, OLSFit, TestResult
+from planted.analysis.results import Alternative, OLSFit, TestResult, rank_problem
 from planted.baselines.rates import wilson_interval
 
 NULL_RATE = 0.05
@@ -173,7 +173,8 @@ def ols_fit(
     cov_type = "nonrobust" if groups is None else "cluster"
     if n <= k or np.linalg.matrix_rank(X) < k:
         return OLSFit(names=names, params=np.full(k, np.nan), cov=np.full((k, k), np.nan), n=n,
-                      df_resid=float("nan"), cov_type=cov_type, status="singular" if n else "empty")
+                      df_resid=float("nan"), cov_type=cov_type, status="singular" if n else "empty",
+                      why=rank_problem(X, names) if n else "")
     xtx_inv = np.linalg.inv(X.T @ X)
     beta = xtx_inv @ (X.T @ y)
     resid = y - X @ beta
@@ -209,8 +210,10 @@ def slope_test(
     alternative: Alternative = "greater",
     groups: np.ndarray | None = None,
     name: str = "slope",
+    x_name: str = "x",
 ) -> TestResult:
-    """t test of the slope b in ``y = a + b x + e`` (OLS; see :func:`ols_fit` for the covariance).
+    """t test of the slope b in ``y = a + b x + e`` (OLS; see :func:`ols_fit` for the covariance);
+    ``x_name`` names x when the design is singular.
 
     Returns
     -------
@@ -220,11 +223,11 @@ def slope_test(
     """
     y = np.asarray(y, dtype=float)
     x = np.asarray(x, dtype=float)
-    fit = ols_fit(y, np.column_stack([np.ones_like(x), x]), names=("const", "slope"), groups=groups)
+    fit = ols_fit(y, np.column_stack([np.ones_like(x), x]), names=("const", x_name), groups=groups)
     method = f"OLS slope t test, {fit.cov_type} covariance"
     if fit.status != "ok":
         return TestResult(name=name, statistic=float("nan"), pvalue=float("nan"), df=None, null="slope = 0",
-                          alternative=alternative, n=fit.n, method=method, flag=fit.status)
+                          alternative=alternative, n=fit.n, method=method, flag=fit.flag)
     t = float(fit.tvalues[1])
     return TestResult(
         name=name, statistic=t, pvalue=directional_p(t, alternative, fit.df_resid), df=fit.df_resid,

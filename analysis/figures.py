@@ -117,20 +117,42 @@ def _errorbar(ax: Axes, x: np.ndarray, rate: pd.Series, low: pd.Series, high: pd
     ax.errorbar(x, y, yerr=err, **(options | kwargs))  # type: ignore[arg-type]
 
 
-def _curves(ax: Axes, curves: pd.DataFrame, positions: dict[float, int]) -> None:
+BAND_LABEL = "Shaded: Wilson 95% band of each baseline's rate"
+
+
+def _band_key(ax: Axes) -> None:
+    """A legend entry that says what the shaded bands are (an empty band carrying the label)."""
+    ax.fill_between([], [], [], color="0.5", alpha=0.25, linewidth=0, label=BAND_LABEL)
+
+
+def _curves(ax: Axes, curves: pd.DataFrame, positions: dict[float, int], *, grey: bool = False) -> None:
+    """Each procedure's rate by R2 as a line with its Wilson band (``grey``: a match that cannot be trusted)."""
     for procedure, g in curves.groupby("procedure", sort=False):
         g = g.sort_values("r2")
         x = np.array([positions[float(v)] for v in g["r2"]])
-        style = PROCEDURE_STYLE.get(str(procedure), {"color": "0.5", "linestyle": "-"})
+        style = dict(PROCEDURE_STYLE.get(str(procedure), {"color": "0.5", "linestyle": "-"}))
+        if grey:
+            style["color"] = "0.75"
         kind = "exploratory" if g["kind"].iloc[0] == "exploratory" else "pre-specified"
         label = f"{PROCEDURE_LABELS.get(str(procedure), procedure)} ({kind})"
-        ax.plot(x, g["rate"], linewidth=1.3, label=label, **style)  # type: ignore[arg-type]
+        ax.plot(x, g["rate"], linewidth=1.3, label="_" + label if grey else label, **style)  # type: ignore[arg-type]
         ax.fill_between(x, g["rate_low"], g["rate_high"], color=style["color"], alpha=0.12, linewidth=0)  # type: ignore[arg-type]
+    if not curves.empty:
+        _band_key(ax)
+
+
+def _unreliable(ax: Axes, note: str) -> None:
+    """Say on a panel why its content is not a result."""
+    import textwrap
+
+    ax.text(0.5, 0.5, textwrap.fill(note, 38), transform=ax.transAxes, ha="center", va="center", fontsize=8,
+            color="0.2", bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": "0.6"}, zorder=5)
 
 
 @styled
 def figure1_power(points: pd.DataFrame, nominal: pd.DataFrame, matched: pd.DataFrame | None = None, *,
-                  model: str, target_rate: float | None = None, world_note: str = "") -> Figure:
+                  model: str, target_rate: float | None = None, world_note: str = "",
+                  matched_note: str | None = None, lines: str = "simulated") -> Figure:
     """Figure 1: claim rate by true population R2, one model, neutral framing, pooled over phi and rho.
 
     Parameters
@@ -146,25 +168,33 @@ def figure1_power(points: pd.DataFrame, nominal: pd.DataFrame, matched: pd.DataF
         The agent's linear-null claim rate that panel B matches (for the panel title).
     world_note : str
         Appended to the caption line (e.g. the number of simulated worlds per level).
+    matched_note : str, optional
+        Why the match cannot be trusted (:func:`planted.analysis.matching.anchor_problem`): panel B
+        is drawn greyed (or empty) with this note instead of as a result.
+    lines : str
+        What the baseline lines are (``simulated``, or ``same-world`` decisions on the agent's worlds).
 
     Returns
     -------
     Figure
-        Panel A (and B): simulated baselines as lines with Wilson bands, the agent as points with
-        Wilson error bars, the nominal 5% as a dotted line.
+        Panel A (and B): baselines as lines with Wilson bands (the legend says so), the agent as
+        points with Wilson error bars, the nominal 5% as a dotted line.
     """
     panels = [("A. Nominal 5% level", nominal)]
-    if matched is not None and not matched.empty:
+    if (matched is not None and not matched.empty) or matched_note:
         title = "B. At the agent's false-positive rate"
         if target_rate is not None:
             title += f" ({100 * target_rate:.0f}%)"
-        panels.append((title, matched))
+        panels.append((title, matched if matched is not None else nominal.iloc[0:0]))
     fig = _figure(WIDTH, 3.6)
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     levels = list(points["r2"]) + [float(v) for _, c in panels for v in c["r2"]]
     positions = _r2_positions(levels)
-    for ax, (title, curves) in zip(axes, panels):
-        _curves(ax, curves, positions)
+    for index, (ax, (title, curves)) in enumerate(zip(axes, panels)):
+        grey = index == 1 and matched_note is not None
+        _curves(ax, curves, positions, grey=grey)
+        if grey:
+            _unreliable(ax, str(matched_note))
         x = np.array([positions[float(v)] for v in points["r2"]])
         _errorbar(ax, x, points["agent"], points["agent_low"], points["agent_high"], color="black", marker="o",
                   label=f"Agent: {model} (Wilson 95%)")
@@ -175,7 +205,7 @@ def figure1_power(points: pd.DataFrame, nominal: pd.DataFrame, matched: pd.DataF
         ax.set_xlabel("True population R2 (%)")
     axes[0].set_ylabel("Claim rate (share of worlds)")
     _legend(fig, axes, ncol=3)
-    _title(fig, f"Figure 1: claim rate by true R2, {model}, neutral runs in linear worlds{world_note}")
+    _title(fig, f"Figure 1: claim rate by true R2, {model}, neutral runs in linear worlds; {lines} baselines{world_note}")
     return fig
 
 
@@ -215,7 +245,7 @@ def figure2_calibration(bins: pd.DataFrame, *, label: str = "economic") -> Figur
         bottom.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
         bottom.set_xlabel("Stated probability")
         if j == 0:
-            top.set_ylabel(f"Share with {label} label")
+            top.set_ylabel("Share in which the oracle\nbeats the benchmark" if label == "economic" else f"Share with {label} label")
             bottom.set_ylabel("Runs")
     _legend(fig, [axes[0, 0]], ncol=2)
     _title(fig, f"Figure 2: calibration of the stated probabilities against the {label} label, all runs "
@@ -260,6 +290,7 @@ def figure3_models(r2_points: pd.DataFrame, framing: pd.DataFrame | None = None,
         x = np.array([positions[float(v)] for v in o["r2"]])
         ax.plot(x, o["rate"], color="0.3", linestyle="--", linewidth=1.2, label="Oracle at 5% (simulated)")
         ax.fill_between(x, o["rate_low"], o["rate_high"], color="0.3", alpha=0.12, linewidth=0)
+        _band_key(ax)
     for j, (model, dx) in enumerate(zip(models, _offsets(len(models)))):
         g = r2_points[r2_points["model"] == model].sort_values("r2")
         x = np.array([positions[float(v)] for v in g["r2"]]) + dx
@@ -325,6 +356,7 @@ def figure4_gaussian(data: pd.DataFrame) -> Figure:
                 label="HAC-Holm at 5%, Gaussian worlds")
         ax.fill_between(x[linear], g["hac_holm_low"][linear], g["hac_holm_high"][linear], color="0.45", alpha=0.15,
                         linewidth=0)
+        _band_key(ax)
         if (~linear).any():
             _errorbar(ax, x[~linear], g["hac_holm"][~linear], g["hac_holm_low"][~linear], g["hac_holm_high"][~linear],
                       color="0.45", marker="_", markersize=12, label="_hac_pn")

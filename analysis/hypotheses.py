@@ -186,7 +186,8 @@ def h5_drift(runs: pd.DataFrame, *, cluster: bool = True) -> TestResult:
     drift = pd.to_numeric(runs["complexity_slope"], errors="coerce").to_numpy()
     keep = np.isfinite(gap) & np.isfinite(drift)
     groups = runs["world_id"].to_numpy()[keep] if cluster else None
-    return slope_test(gap[keep], drift[keep], alternative="greater", groups=groups, name="H5")
+    return slope_test(gap[keep], drift[keep], alternative="greater", groups=groups, name="H5",
+                      x_name="complexity_slope")
 
 
 def world_type(runs: pd.DataFrame) -> pd.Series:
@@ -255,7 +256,7 @@ def h6_prior(
     null = "prior coefficient <= 0"
     if fit.status != "ok":
         return TestResult(name="H6", statistic=float("nan"), pvalue=float("nan"), df=None, null=null,
-                          alternative="greater", n=fit.n, method=method, details=details, flag=fit.status)
+                          alternative="greater", n=fit.n, method=method, details=details, flag=fit.flag)
     z = float(fit.zvalues[1])
     return TestResult(
         name="H6", statistic=z, pvalue=directional_p(z, "greater", None), df=None, null=null, alternative="greater",

@@ -314,7 +314,7 @@ def read_study(directory: str | Path, *, code: bool = True) -> tuple[pd.DataFram
     if (directory / STUDY_FILE).is_file():
         config = json.loads((directory / STUDY_FILE).read_text()).get("config", {})
     name = str((config.get("study") or {}).get("name") or directory.name)
-    runs = runs.assign(study=name, design=design_of(runs["shocks"]))
+    runs = runs.assign(study=name, study_dir=str(directory), design=design_of(runs["shocks"]))
     if "analysis_label" not in runs.columns:
         runs["analysis_label"] = None
     baselines = pd.read_parquet(directory / BASELINES_FILE) if (directory / BASELINES_FILE).is_file() else pd.DataFrame(

@@ -98,6 +98,37 @@ def power_curves(sim: pd.DataFrame, *, matched_rates: dict[str, float] | None = 
     return pd.DataFrame(rows)
 
 
+UNRELIABLE = "not results, the match has no sound anchor"
+"""Opens the note of a size-matched output whose anchor fails :func:`anchor_problem` (drawn greyed)."""
+MIN_ANCHOR_WORLDS = 20
+"""Fewest agent null worlds on which a size match is drawn as a result (below: greyed, with a note)."""
+
+
+def anchor_problem(claims: int, worlds: int) -> str | None:
+    """Why the agent's null claim rate ``claims / worlds`` cannot anchor a size match (None: it can).
+
+    A rate of 0 or 1 has no matched level inside (0, 1) that means anything (every baseline would
+    be matched to never or always claiming), and a rate from few worlds moves the matched level by
+    more than the differences the match is meant to show.
+    """
+    if worlds == 0:
+        return "no neutral linear null runs: nothing to match"
+    if claims in (0, worlds):
+        return f"the agent's {claims} of {worlds} null runs cannot anchor a match (a rate of {claims / worlds:.0%})"
+    if worlds < MIN_ANCHOR_WORLDS:
+        return f"the agent's {worlds} null runs are fewer than the {MIN_ANCHOR_WORLDS} a match needs"
+    return None
+
+
+def same_world_decisions(runs: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
+    """The baselines' decisions on the agent's own linear worlds, shaped like :func:`simulated_linear`
+    (``procedure``, ``r2``, ``decision_p``, ``world``), for the figures when no simulation is given."""
+    worlds = runs[runs["family"] == "linear"].drop_duplicates("world_id").set_index("world_id")["r2"]
+    table = baselines[baselines["world_id"].isin(worlds.index) & baselines["decision_p"].notna()]
+    return table.assign(r2=worlds.reindex(table["world_id"]).to_numpy(), world=table["world_id"].to_numpy(),
+                        family="linear")
+
+
 def agent_null_rate(runs: pd.DataFrame) -> tuple[int, int]:
     """(claims, worlds) of one model in its neutral linear null worlds (first replicate)."""
     null = linear_at(neutral_first(runs), [0.0])

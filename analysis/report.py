@@ -37,9 +37,10 @@ import numpy as np
 import pandas as pd
 
 from planted.baselines.rates import matched_difference
-from planted.analysis import artifact, behaviour, matching, summaries, tables
+from planted.analysis import artifact, behaviour, matching, paper_tables, summaries, tables
 from planted.analysis.loading import StudyData, load_mc, load_study_data
 from planted.analysis import report_figures
+from planted.analysis.report_html import write_html_index
 from planted.analysis.report_output import Output, ReportWriter
 from planted.analysis.tables import Table
 from planted.seeding import as_seed_sequence, named_generator, substream
@@ -148,6 +149,9 @@ class Entry:
         A figure (skipped when figures were not asked for).
     skip : str or None
         Why the logs cannot support it, and what would produce it.
+    runs : DataFrame or None
+        The runs it is built from (its rows' sample is the subset its caption names); None: all runs.
+        The HTML index links each output to these runs' episode pages.
     """
 
     paper: str
@@ -155,6 +159,7 @@ class Entry:
     make: Callable[[], None] | None = None
     figure: bool = False
     skip: str | None = None
+    runs: pd.DataFrame | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -167,6 +172,7 @@ class _Context:
     local_models: list[str]
     root: np.random.SeedSequence
     n_boot: int
+    probe_dirs: tuple[Path, ...] = ()
 
     def stream(self, *names: str) -> np.random.Generator:
         """The output's own generator: named by the output (and design), never by its position."""
@@ -183,37 +189,51 @@ def _table(ctx: _Context, paper: str, description: str, build: Callable[[], Tabl
 
 
 def registry(ctx: _Context) -> Iterator[Entry]:
-    """Every output the report knows, in the paper's order (Tables 3-4, per design, pooled), each once."""
+    """Every output the report knows, each once: Tables 1-5, the outputs of each design, the pooled ones
+    (``index.html`` shows them in the paper's order, :func:`planted.analysis.report_html.paper_order`)."""
     runs, w, data = ctx.runs, ctx.w, ctx.data
     single = len(ctx.models) == 1
+    yield _table(ctx, "Table 1", "Pre-specified hypotheses", paper_tables.hypotheses_table,
+                 [paper_tables.hypotheses_table], w.role("confirmatory (the preregistered design)", runs))
+    yield _table(ctx, "Table 2", "The studies", lambda: paper_tables.studies_table(runs), [paper_tables.studies_table],
+                 w.role("confirmatory (the design as run)", runs))
     boot = runs[runs["design"] == "bootstrap"]
     if boot.empty:
         yield Entry("Table 3", "Pre-specified tests H1-H6, C1-C3", skip="no bootstrap-shock runs: Table 3 is the test "
                     "family of studies 1-2 (Gaussian-shock studies are tested in Table 4)")
     else:
-        yield _table(ctx, "Table 3", "Pre-specified tests",
+        yield replace(_table(ctx, "Table 3", "Pre-specified tests",
                      lambda: summaries.prespecified_tests(boot, models=[m for m in ctx.models if m in set(boot["model"])]),
                      [summaries.prespecified_tests], w.role("confirmatory; H1' and H6 exploratory", boot),
-                     "C1-C3 not computed: the cross-model tests need at least two models" if single else "")
+                     "C1-C3 not computed: the cross-model tests need at least two models" if single else ""), runs=boot)
     gauss = runs[runs["design"] == "gaussian"]
     if gauss.empty:
         yield Entry("Table 4", "Pre-specified tests G1-G3 of the Gaussian-shock studies", skip="no Gaussian-shock runs")
     else:
         n_commercial = len([m for m in ctx.models if m in set(gauss["model"]) and m not in set(ctx.local_models)])
-        yield _table(ctx, "Table 4", "Pre-specified tests G1-G3",
+        yield replace(_table(ctx, "Table 4", "Pre-specified tests G1-G3",
                      lambda: summaries.gaussian_tests_table(gauss, models=ctx.models, local_models=ctx.local_models),
                      [summaries.gaussian_tests_table], w.role("confirmatory", gauss),
-                     "G2 not computed: it compares at least two (non-local) models" if n_commercial < 2 else "")
+                     "G2 not computed: it compares at least two (non-local) models" if n_commercial < 2 else ""), runs=gauss)
+    if ctx.probe_dirs:
+        yield _table(ctx, "Table 5", "Memorization probe", lambda: paper_tables.memorization_table(ctx.probe_dirs),
+                     [paper_tables.memorization_table], "exploratory",
+                     "panel B (agent runs on the real factor series) is not a planted world and is not produced")
+    else:
+        yield Entry("Table 5", "Memorization probe (panel A) and real-data runs (panel B)",
+                    skip="needs `planted probe memorization` outputs: pass their directories with --probe DIR; panel B "
+                         "(agent runs on the real factor series) is not a planted world and is not produced")
     designs = _designs(runs)
     for design in designs:
-        yield from _design_entries(ctx, design, len(designs))
+        d = runs[runs["design"] == design]
+        yield from (replace(e, runs=d) for e in _design_entries(ctx, design, len(designs)))
     if gauss.empty:
         for paper in ("Table F.1", "Figure 4"):
             yield Entry(paper, "Gaussian-shock worlds against bootstrap worlds", skip="no Gaussian-shock runs")
     else:
         yield _table(ctx, "Table F.1", "Gaussian vs bootstrap", lambda: tables.gaussian_vs_bootstrap(runs),
                      [tables.gaussian_vs_bootstrap], w.role("confirmatory", gauss))
-        yield Entry("Figure 4", "Gaussian claim rates", lambda: report_figures.figure4(w, runs, gauss), figure=True)
+        yield Entry("Figure 4", "Gaussian claim rates", lambda: report_figures.figure4(w, runs, gauss), figure=True, runs=gauss)
     yield _table(ctx, "Table F.2", "Holdout rule", lambda: tables.holdout_rule(runs), [tables.holdout_rule], "exploratory")
     yield _table(ctx, "Appendix F.2 thresholds", "Probability thresholds", lambda: tables.probability_thresholds(runs),
                  [tables.probability_thresholds], "exploratory")
@@ -292,12 +312,24 @@ def _design_entries(ctx: _Context, design: str, n_designs: int) -> Iterator[Entr
     if sim.empty or not matching.has_null(sim):
         reason = (f"needs a Monte Carlo simulation of linear {design}-shock worlds with R2=0 (`--mc DIR`, "
                   f"`planted mc --family linear --shocks {design}`)")
-        for paper in ("Figure 1", "Table D.2", "Appendix D.3 anchors", "Figure D.1"):
+        for paper in ("Table D.2", "Appendix D.3 anchors"):
             yield Entry(f"{paper}{tag}", paper, skip=reason)
+        same = matching.same_world_decisions(d, baselines)
+        if same.empty or not matching.has_null(same):
+            for paper in ("Figure 1", "Figure D.1"):
+                yield Entry(f"{paper}{tag}", paper, skip=reason + "; the agent's runs have no linear R2=0 worlds either")
+            return
+        yield Entry(f"Figure 1{tag}", "Power curves (same-world baselines)",
+                    lambda: report_figures.figure1(w, d, design, same, same_world=True), figure=True)
+        yield Entry(f"Figure D.1{tag}", "Frontiers (same-world baselines)",
+                    lambda: report_figures.figure_d1(w, d, design, same, same_world=True), figure=True)
         return
+    problems = [f"{model}: {problem}" for model in tables.models_of(d)
+                if (problem := matching.anchor_problem(*matching.agent_null_rate(d[d["model"] == model])))]
+    anchor_note = (f"{matching.UNRELIABLE}: " + "; ".join(problems)) if problems else ""
     yield _table(ctx, f"Table D.2{tag}", "Matched power", per_design(lambda: matching.matched_power(
         d, sim, rng=ctx.stream("Table D.2", design), n_boot=ctx.n_boot)), [matching.matched_power, matched_difference],
-        "exploratory")
+        "exploratory", anchor_note)
     yield _table(ctx, f"Appendix D.3 anchors{tag}", "Matched level anchors", per_design(lambda: matching.matched_anchors(
         d, sim, baselines, rng=ctx.stream("Appendix D.3 anchors", design), n_boot=ctx.n_boot)), [matching.matched_anchors],
         "exploratory", empty="needs agent runs in linear worlds with R2=0 and 1%")
@@ -319,6 +351,9 @@ def write_report(
     strict: bool = False,
     figures: bool = True,
     exclude: Sequence[str] = (),
+    html: bool = True,
+    episodes: bool = True,
+    probe_dirs: Sequence[str | Path] = (),
 ) -> list[Output]:
     """Write every table and figure the logs support, plus ``index.md``; return the outputs.
 
@@ -352,6 +387,14 @@ def write_report(
     exclude : sequence of str
         Outputs (by their ``paper`` name, e.g. ``"Table D.2"``) to leave out; no other output
         changes by a byte (each draws from its own named random stream).
+    html : bool
+        Also write ``index.html`` (:mod:`planted.analysis.report_html`): every output embedded in
+        the paper's order with its caption, maker and label.
+    episodes : bool
+        With ``html``, write a page per episode on disk (``episodes/``) and link each output to
+        the episodes of the runs it is built from.
+    probe_dirs : sequence of paths
+        Directories written by ``planted probe memorization`` (Table 5 panel A).
 
     Returns
     -------
@@ -359,6 +402,7 @@ def write_report(
         Written, skipped and failed outputs, in the order of ``index.md``.
     """
     out = Path(out_dir)
+    paper_tables.memorization_table(probe_dirs)  # a directory that is not a probe fails now, before any work
     out.mkdir(parents=True, exist_ok=True)
     data = load_study_data(runs_dirs if not isinstance(runs_dirs, (str, Path)) else [runs_dirs], models=models)
     mc = load_mc(list(mc_dirs))
@@ -370,10 +414,12 @@ def write_report(
     root = as_seed_sequence(seed)
     w = ReportWriter(out, forced_exploratory=exploratory, strict=strict, figures=figures)
     context = _Context(w=w, data=data, mc=mc, runs=runs, models=model_order, local_models=list(local_models),
-                       root=root, n_boot=n_boot)
+                       root=root, n_boot=n_boot, probe_dirs=tuple(Path(p) for p in probe_dirs))
     for entry in registry(context):
         if entry.paper in exclude:
             continue
+        sample = runs if entry.runs is None else entry.runs
+        w.current_runs = tuple(zip(sample["study_dir"].astype(str), sample["run_id"].astype(str)))
         if entry.skip is not None or entry.make is None:
             w.skip(entry.paper, entry.description, entry.skip or "nothing to build")
         elif entry.figure:
@@ -386,6 +432,8 @@ def write_report(
     _index(out, data, mc, w.outputs, seed=seed, n_boot=n_boot, models=model_order, local_models=list(local_models),
            forced=exploratory)
     (out / "outputs.json").write_text(json.dumps([o.__dict__ for o in w.outputs], indent=1) + "\n", encoding="utf-8")
+    if html:
+        write_html_index(out, data, w.shown, w.outputs, episodes=episodes)
     return w.outputs
 
 

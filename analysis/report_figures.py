@@ -22,30 +22,44 @@ def _stack(frames: Sequence[pd.DataFrame | None]) -> pd.DataFrame:
     return pd.concat(kept, ignore_index=True) if kept else pd.DataFrame()
 
 
-def figure1(w: ReportWriter, runs: pd.DataFrame, design: str, sim: pd.DataFrame) -> None:
+RF_RIDGE_NOTE = ("the random-features ridge claims in about 9-11% of worlds whatever the signal: it is the paper's "
+                 "procedure (SPEC 3.2), reproduced as specified, not a defect of the simulation")
+
+
+def figure1(w: ReportWriter, runs: pd.DataFrame, design: str, sim: pd.DataFrame, *, same_world: bool = False) -> None:
+    """Figure 1 per model. ``same_world``: ``sim`` holds the baselines' decisions on the agent's own worlds
+    (no simulation given), and the figure says so with the command that adds simulated lines."""
     present = matching.simulated_procedures(sim)
     nominal = matching.power_curves(sim, procedures=[p for p in present if p in FIGURE1_PROCEDURES] or present)
     points = tables.rates_by_r2(runs).data
     per_level = int(sim[sim["procedure"] == sim["procedure"].iloc[0]].groupby(pd.to_numeric(sim["r2"])).size().min())
+    lines = "same-world" if same_world else "simulated"
     for model in tables.models_of(runs):
         p = points[(points["model"] == model) & (points["design"] == design)]
         if p.empty:
             continue
         k, n = matching.agent_null_rate(runs[runs["model"] == model])
+        problem = matching.anchor_problem(k, n)
         matched = matching.power_curves(sim, matched_rates={model: k / n}, procedures=list(dict.fromkeys(nominal["procedure"]))) if n else None
         fig = figures.figure1_power(p, nominal, matched, model=model, target_rate=k / n if n else None,
-                                    world_note=f"; lines: {per_level} simulated worlds per R2 level")
+                                    world_note=f" ({per_level} worlds per R2 level)", matched_note=problem, lines=lines)
         data = Table(key="", title="", data=_stack([nominal.assign(curve="nominal"),
                                                      None if matched is None else matched.assign(curve="matched"),
                                                      p.assign(curve="agent")]))
+        source = (f"the baselines' decisions on the agent's own linear worlds ({per_level} per R2 level; add simulated "
+                  f"lines with `planted mc --family linear --shocks {design} --out mc` and `planted report --mc mc`)"
+                  if same_world else "simulated baselines")
+        notes = [f"panel B greyed: {problem}"] if problem else []
+        if "rf_ridge" in set(nominal["procedure"]):
+            notes.append(RF_RIDGE_NOTE)
         w.figure(f"Figure 1{'' if design == 'bootstrap' else ' (Gaussian)'}: {model}",
                  f"figure1_power_{design}_{slug(model)}", fig,
-                 f"Claim rate by true R2, {model}, neutral runs in linear worlds (points, Wilson 95%); simulated baselines "
-                 "at 5% (A) and at the agent's linear-null claim rate (B; CT combination and RF ridge not matched), "
-                 "Wilson bands",
+                 f"Claim rate by true R2, {model}, neutral runs (first replicate) in linear worlds (points, Wilson 95%); "
+                 f"{source} at 5% (A) and at the agent's linear-null claim rate (B; CT combination and RF ridge not "
+                 "matched), with Wilson bands",
                  [tables.rates_by_r2, matching.power_curves, figures.figure1_power],
                  w.role("confirmatory; exploratory: HAC-Holm and IVX lines, panel B (size matching)", runs), data,
-                 "" if n else "no neutral linear null runs: panel B omitted")
+                 "; ".join(notes))
 
 
 def figure2(w: ReportWriter, runs: pd.DataFrame, design: str) -> None:
@@ -96,20 +110,26 @@ def figure4(w: ReportWriter, runs: pd.DataFrame, gauss: pd.DataFrame) -> None:
              [tables.gaussian_vs_bootstrap, figures.figure4_gaussian], w.role("confirmatory", gauss), table)
 
 
-def figure_d1(w: ReportWriter, runs: pd.DataFrame, design: str, sim: pd.DataFrame) -> None:
+def figure_d1(w: ReportWriter, runs: pd.DataFrame, design: str, sim: pd.DataFrame, *, same_world: bool = False) -> None:
+    """Figure D.1 (``same_world`` as for :func:`figure1`)."""
     curves = matching.frontier_curves(sim)
     if curves.empty:
-        w.skip(f"Figure D.1 ({design})", "Frontiers", "the simulation has no linear worlds with R2=1%")
+        w.skip(f"Figure D.1 ({design})", "Frontiers", "no linear worlds with R2=1% among the baselines' decisions")
         return
     points = matching.framing_points(runs)
     tag = "" if design == "bootstrap" else " (Gaussian)"
-    note = "" if not points.empty else "no agent points: no neutral linear runs at both R2=0 and R2=1%"
+    notes = [] if not points.empty else ["no agent points: no neutral linear runs at both R2=0 and R2=1%"]
+    if same_world:
+        notes.append(f"frontiers from the baselines' decisions on the agent's own worlds; add simulated frontiers with "
+                     f"`planted mc --family linear --shocks {design} --out mc` and `planted report --mc mc`")
     fig = figures.figure_d1_frontiers(curves, points)
     data = Table(key="", title="", data=_stack([curves.assign(series="frontier"), points.assign(series="agent")]))
+    source = "claim rate on the agent's own worlds" if same_world else "simulated claim rate"
     w.figure(f"Figure D.1{tag}", f"figure_D1_frontiers_{design}", fig,
-             "Size-power frontiers at R2=1%: simulated claim rate at R2=1% against claim rate in linear null worlds as "
+             f"Size-power frontiers at R2=1%: {source} at R2=1% against claim rate in linear null worlds as "
              "alpha varies (squares: 5%); the agent under each framing with Wilson 95% intervals in both directions",
-             [matching.frontier_curves, matching.framing_points, figures.figure_d1_frontiers], "exploratory", data, note)
+             [matching.frontier_curves, matching.framing_points, figures.figure_d1_frontiers], "exploratory", data,
+             "; ".join(notes))
 
 
 __all__ = ["FIGURE1_PROCEDURES", "figure1", "figure2", "figure3", "figure4", "figure_d1"]

@@ -46,6 +46,19 @@ class Output:
     note: str = ""
 
 
+@dataclass(frozen=True, eq=False)
+class Shown:
+    """What the HTML index shows of a written output: its table cells or its image, and its runs."""
+
+    output: Output
+    table: pd.DataFrame | None = None
+    """The formatted cells (:meth:`Table.formatted`), for a table."""
+    image: str | None = None
+    """The PNG's file name, for a figure."""
+    run_keys: tuple[tuple[str, str], ...] = ()
+    """(study directory, run id) of every run in the data the output was built from."""
+
+
 def _name(func: Callable[..., object]) -> str:
     return f"{func.__module__}.{func.__qualname__}"
 
@@ -65,6 +78,9 @@ class ReportWriter:
         self.strict = strict
         self.outputs: list[Output] = []
         self.sections: list[str] = []
+        self.shown: list[Shown] = []
+        self.current_runs: tuple[tuple[str, str], ...] = ()
+        """The runs of the entry being written (set by the report before each entry)."""
 
     def role(self, base: str, runs: pd.DataFrame) -> str:
         labels = set(runs["analysis_label"].dropna().astype(str)) if "analysis_label" in runs.columns else set()
@@ -112,8 +128,10 @@ class ReportWriter:
         (self.out / md).write_text(f"{text}\nLabel: {role}.\n", encoding="utf-8")
         if table.exploratory_columns and role == "confirmatory":
             role = f"confirmatory; exploratory columns: {', '.join(table.exploratory_columns)}"
-        self.outputs.append(Output(paper=paper, description=table.title, files=(csv, md),
-                                   functions=tuple(_name(f) for f in functions), role=role, note=note))
+        output = Output(paper=paper, description=table.title, files=(csv, md),
+                        functions=tuple(_name(f) for f in functions), role=role, note=note)
+        self.outputs.append(output)
+        self.shown.append(Shown(output, table=table.formatted(), run_keys=self.current_runs))
         self.sections.append(f"### {paper}\n\n{text}\nLabel: {role}.\n")
 
     def figure(self, paper: str, stem: str, fig: object, description: str, functions: Sequence[Callable[..., object]],
@@ -126,9 +144,11 @@ class ReportWriter:
         if data is not None and not data.data.empty:
             data.data.to_csv(self.out / f"{stem}_data.csv", index=False, float_format="%.6g")
             files.append(f"{stem}_data.csv")
-        self.outputs.append(Output(paper=paper, description=description, files=tuple(files),
-                                   functions=tuple(_name(f) for f in functions), role=role, note=note))
+        output = Output(paper=paper, description=description, files=tuple(files),
+                        functions=tuple(_name(f) for f in functions), role=role, note=note)
+        self.outputs.append(output)
+        self.shown.append(Shown(output, image=f"{stem}.png", run_keys=self.current_runs))
         self.sections.append(f"### {paper}\n\n![{paper}]({stem}.png)\n\n{description}\n\nLabel: {role}.\n")
 
 
-__all__ = ["Output", "PNG_DPI", "ReportWriter", "Status", "slug"]
+__all__ = ["Output", "PNG_DPI", "ReportWriter", "Shown", "Status", "slug"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import Literal, Sequence
 
 import numpy as np
 import pandas as pd
@@ -23,6 +23,31 @@ from planted._typing import Float64Array
 
 Alternative = Literal["two-sided", "greater", "less"]
 FitStatus = Literal["ok", "separation", "singular", "no_convergence", "empty"]
+
+
+def rank_problem(X: np.ndarray, names: Sequence[str], unit: str = "runs") -> str:
+    """Why the design matrix ``X`` (columns ``names``) has less than full column rank, in words.
+
+    Names each column that is zero, constant besides an earlier constant column (the intercept), or
+    an exact linear combination of the columns before it, or says that there are too few rows.
+    """
+    X = np.asarray(X, dtype=float)
+    n, k = X.shape
+    if n <= k:
+        return f"{n} {unit} for {k} coefficients ({', '.join(names)})"
+    reasons: list[str] = []
+    kept: list[int] = []
+    for j in range(k):
+        column = X[:, j]
+        if not column.any():
+            reasons.append(f"{names[j]} is 0 in all {n} {unit}")
+        elif np.linalg.matrix_rank(X[:, kept + [j]]) == len(kept):
+            what = f"constant ({column[0]:g} in all {n} {unit})" if np.ptp(column) == 0 else \
+                f"a linear combination of {', '.join(names[i] for i in kept)} in these {n} {unit}"
+            reasons.append(f"{names[j]} is {what}")
+        else:
+            kept.append(j)
+    return "; ".join(reasons) or f"the {k} columns ({', '.join(names)}) are collinear"
 
 
 def _fmt(value: float | None, digits: int = 4) -> str:
@@ -265,6 +290,13 @@ class LogitFit:
     cov_type: str = "nonrobust"
     n_clusters: int = 0
     dropped: tuple[str, ...] = ()
+    why: str = ""
+    """For a failed fit, which part of the design caused it (:func:`rank_problem`)."""
+
+    @property
+    def flag(self) -> str:
+        """Empty for a fit that exists, else its status and why (the flag of the test built on it)."""
+        return "" if self.status == "ok" else f"{self.status}: {self.why}" if self.why else self.status
 
     @cached_property
     def bse(self) -> Float64Array:
@@ -326,6 +358,13 @@ class OLSFit:
     cov_type: str
     n_clusters: int = 0
     status: FitStatus = "ok"
+    why: str = ""
+    """For a failed fit, which part of the design caused it (:func:`rank_problem`)."""
+
+    @property
+    def flag(self) -> str:
+        """Empty for a fit that exists, else its status and why (the flag of the test built on it)."""
+        return "" if self.status == "ok" else f"{self.status}: {self.why}" if self.why else self.status
 
     @cached_property
     def bse(self) -> Float64Array:

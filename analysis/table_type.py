@@ -36,10 +36,23 @@ HEADERS = {"agent": "Agent", "model": "Model", "world": "World", "design": "Desi
            "nonclaims_mean_p": "Non-claims mean p", "target_rate": "c", "alpha": "alpha*", "matched": "Matched",
            "difference": "Agent - matched", "anchor": "Anchor", "procedure": "Procedure", "outcome": "Outcome",
            "runs": "Runs", "worlds": "Worlds", "framing": "Framing", "claim": "Claim", "signal": "Signal",
-           "probability": "Mean p", "prior": "Mean prior"}
+           "probability": "Mean p", "prior": "Mean prior", "agent_missing": "Agent claims, no evaluable model"}
 # --------------------------------------------------------------------------------------------
 # The table record and its Markdown form
 # --------------------------------------------------------------------------------------------
+
+
+ACRONYMS = {"r2": "R2", "oos": "OOS", "cw": "CW", "ols": "OLS", "hac": "HAC", "ivx": "IVX", "ci": "CI", "se": "SE",
+            "pct": "%", "pp": "pp", "id": "id"}
+
+
+def humanise(column: str) -> str:
+    """A header for a column without one in :data:`HEADERS`: ``agent_missing`` -> ``Agent missing``, ``test_oos_r2`` -> ``Test OOS R2``."""
+    if "_" not in str(column):  # a plain word or symbol (p, n, kappa) is already a header
+        return ACRONYMS.get(str(column), str(column))
+    words = [ACRONYMS.get(w, w) for w in str(column).split("_") if w]
+    text = " ".join(words)
+    return text[:1].upper() + text[1:] if text else str(column)
 
 
 def format_value(value: object, kind: str) -> str:
@@ -129,7 +142,7 @@ class Table:
                 cells = [PROCEDURE_LABELS.get(str(v), str(v)) for v in values]
             else:
                 cells = [format_value(v, kind) for v in values]
-            header = HEADERS.get(c, PROCEDURE_LABELS.get(c, c))
+            header = HEADERS.get(c, PROCEDURE_LABELS.get(c)) or humanise(c)
             if kind.startswith("pct"):
                 header += " (%)"
             elif kind == "pp0":

@@ -326,12 +326,15 @@ def probability_thresholds(runs: pd.DataFrame, thresholds: Sequence[float] = THR
             for rule, a, b in rules:
                 rows.append({"model": model, "design": design, "rule": rule, **rate_cells(a, "no_signal"),
                              **rate_cells(b, "r2_1pct")})
-    return Table(
-        key="table_F2b_probability_thresholds",
-        title="Appendix F.2: claiming when the stated probability reaches a threshold: false claims (%) in the "
-              "no-signal worlds and claim rate (%) in linear worlds with R2=1%, neutral runs (first replicate), Wilson 95% intervals",
-        data=pd.DataFrame(rows), formats=_pct_formats(["no_signal", "r2_1pct"]),
-    )
+    data = pd.DataFrame(rows)
+    title = ("Appendix F.2: claiming when the stated probability reaches a threshold: false claims (%) in the "
+             "no-signal worlds and claim rate (%) in linear worlds with R2=1%, neutral runs (first replicate), Wilson 95% "
+             "intervals")
+    if not data.empty and (data["r2_1pct_n"] == 0).all():  # say why, rather than show an empty column
+        data = data.drop(columns=[c for c in data.columns if c.startswith("r2_1pct")])
+        title += "; these runs have no linear worlds with R2=1%, so the claim-rate column is left out"
+    return Table(key="table_F2b_probability_thresholds", title=title, data=data,
+                 formats=_pct_formats(["no_signal", "r2_1pct"]))
 
 
 def framing_rates(runs: pd.DataFrame) -> Table:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
-from typing import Callable, NoReturn, Sequence
+from typing import Callable, Sequence
 
 from planted import __version__
+from planted.cli_args import (OneLineParser, floats, n_jobs, names, non_negative, output_dir, positive, procedure_names,
+                              warn_large_r2)
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -22,11 +23,13 @@ Handler = Callable[[argparse.Namespace], int]
 def _user_errors() -> tuple[type[BaseException], ...]:
     from planted.agents.backend import FatalBackendError
     from planted.analysis.loading import StudyDataError
+    from planted.analysis.paper_tables import ProbeDataError
     from planted.baselines.engine import SimulationConfigError
     from planted.agents.grid import StudyConfigMismatch
     from planted.agents.sandbox import SandboxUnavailableError
     from planted.agents.secret import StudySecretError
     from planted.agents.status import StudyStatusError
+    from planted.analysis.episode_view import EpisodeViewError
     from planted.config import ConfigError
     from planted.prereg import PreregistrationError
     from planted.run_record import RunRecordError, SchemaVersionError
@@ -34,7 +37,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
     return (WorldSpecError, FactorDataError, WorldFileError, StudyConfigMismatch, SandboxUnavailableError,
             FatalBackendError, ConfigError, PreregistrationError, StudyDataError, StudySecretError,
-            SchemaVersionError, RunRecordError, SimulationConfigError, StudyStatusError)
+            SchemaVersionError, RunRecordError, SimulationConfigError, StudyStatusError, ProbeDataError, EpisodeViewError)
 
 
 def _add_world_spec_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,7 +93,7 @@ def cmd_world_build(args: argparse.Namespace) -> int:
     from planted.worlds import build, write_world
 
     spec = _spec_from_args(args)
-    _warn_large_r2(spec.family, [spec.r2])
+    warn_large_r2(spec.family, [spec.r2])
     world = build(spec, seed=args.seed, pool=_pool_from_args(args), factor_file=args.path)
     out = write_world(world, args.out, replace=args.force)
     print(world.summary())
@@ -133,74 +136,13 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _floats(text: str) -> list[float]:
-    try:
-        return [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
-
-
-def _positive(text: str) -> int:
-    value = _integer(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return value
-
-
-def _integer(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-
-
-def _n_jobs(text: str) -> int:
-    value = _integer(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("0 workers cannot run anything: pass 1 or more, or -1 for every core")
-    return value
-
-
-def _procedure_names(text: str) -> list[str]:
-    from planted.baselines.procedures import PROCEDURES
-
-    names = _names(text)
-    unknown = [n for n in names if n not in PROCEDURES]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown procedures {unknown or [text]}; choose from {', '.join(PROCEDURES)}")
-    return names
-
-
-def _output_dir(text: str) -> Path:
-    """A directory to write into: refused when it is a file or cannot be created or written (checked before any work)."""
-    path = Path(text)
-    if path.exists() and not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{path} is a file, not a directory: pass a directory to write into")
-    existing = path
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        raise argparse.ArgumentTypeError(f"{existing} is a file, so {path} cannot be created: pass another directory")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"{existing} is not writable: pass a directory you can write to")
-    return path
-
-
-def _warn_large_r2(family: str, levels: Sequence[float]) -> None:
-    """R2 is a share (0.01 = 1%); a level above 10% for a linear or injected world is almost surely a percentage."""
-    large = [r for r in levels if r is not None and r > 0.10]
-    if family in ("linear", "injected") and large:
-        print(f"planted: warning: R2 {large[0]:g} is {large[0]:.0%} of the return variance, far outside the studied "
-              f"0-4%; R2 is a share: {large[0] / 100:g} is {large[0]:g}%", file=sys.stderr)
-
-
 def cmd_mc(args: argparse.Namespace) -> int:
     from planted.baselines.engine import SimulationConfig, cells_for, connect_cluster, simulate
     from planted.baselines.summary import rate_table, summarise
     from planted.worlds import repeated_value_share
 
     shocks = None if args.family == "injected" else args.shocks
-    _warn_large_r2(args.family, args.r2)
+    warn_large_r2(args.family, args.r2)
     cells = cells_for(args.family, shocks=shocks, r2=args.r2, phi=args.phi, rho=args.rho, factor=args.factor)
     config = SimulationConfig(
         cells=cells, worlds_per_cell=args.worlds_per_cell, procedures=args.procedures,
@@ -243,7 +185,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             unsafe_no_sandbox=args.unsafe_no_sandbox, new_dir=args.new_dir, factor_file=args.path,
             base_url=base_url, overrides=args.override or [], progress=not args.quiet,
             exploratory=args.exploratory, dry_run=args.dry_run, max_infra_retries=args.max_infra_retries,
-            project=project,
+            project=project, base_url_is_override=args.base_url is not None,
         )
 
     if args.dry_run:  # no server launch just to print a plan
@@ -302,7 +244,7 @@ def cmd_prereg(args: argparse.Namespace) -> int:
 
     project = _project(args)
     if args.prereg_command == "freeze":
-        target = freeze(args.name, project=project, out=args.out, tag=not args.no_tag)
+        target = freeze(args.name, project=project, out=args.out, tag=not args.no_tag, factor_file=args.path)
         print(f"froze {args.name}: {target}" + ("" if args.no_tag else f" (committed and tagged {args.name!r})"))
         print(f"  its secret (world seeds; keep it out of the repository until `planted prereg reveal`): "
               f"{args.out / args.name / 'sealed' / 'study_secret.json'}")
@@ -314,6 +256,18 @@ def cmd_prereg(args: argparse.Namespace) -> int:
     drift = verify(args.name, project=project)
     print(drift.summary())
     return 0 if drift.confirmatory else 1
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from planted.analysis.episode_view import load_episode, render_terminal, write_episode_page
+
+    if args.html is not None:
+        print(f"episode page: {write_episode_page(args.run_dir, args.html)}")
+        return 0
+    render_terminal(load_episode(args.run_dir), Console())
+    return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -333,25 +287,15 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def _non_negative(text: str) -> int:
-    value = _integer(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def _names(text: str) -> list[str]:
-    return [v.strip() for v in text.split(",") if v.strip()]
-
-
 def cmd_report(args: argparse.Namespace) -> int:
     from planted.analysis.report import write_report
 
-    models = [m for item in args.models for m in _names(item)] if args.models else None
-    local = [m for item in args.local_models for m in _names(item)] if args.local_models is not None else None
+    models = [m for item in args.models for m in names(item)] if args.models else None
+    local = [m for item in args.local_models for m in names(item)] if args.local_models is not None else None
     outputs = write_report(
         args.runs, args.out, args.mc, models=models, local_models=local, seed=args.seed, n_boot=args.n_boot,
-        exploratory=args.exploratory, figures=not args.no_figures,
+        exploratory=args.exploratory, figures=not args.no_figures, episodes=not args.no_episodes,
+        probe_dirs=args.probe,
     )
     count = {status: sum(o.status == status for o in outputs) for status in ("written", "skipped", "failed")}
     print(f"{count['written']} outputs written, {count['skipped']} skipped, {count['failed']} failed")
@@ -359,19 +303,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         if o.status == "failed":
             print(f"  failed: {o.paper}: {o.note}", file=sys.stderr)
     print(f"index: {Path(args.out) / 'index.md'}")
+    print(f"open in a browser: {(Path(args.out) / 'index.html').resolve()}")
     return 1 if count["failed"] else 0
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line naming the problem (the usage is in ``--help``)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the ``planted`` command."""
-    parser = _OneLineParser(
+    parser = OneLineParser(
         prog="planted", description="Score LLM research agents as statistical tests on worlds with a planted truth."
     )
     parser.add_argument("--version", action="version", version=f"planted {__version__}")
@@ -382,8 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     build = world.add_parser("build", help="build one world and write its files")
     _add_world_spec_arguments(build)
-    build.add_argument("--seed", type=_non_negative, required=True, help="non-negative integer seed")
-    build.add_argument("--out", type=_output_dir, required=True, help="output directory")
+    build.add_argument("--seed", type=non_negative, required=True, help="non-negative integer seed")
+    build.add_argument("--out", type=output_dir, required=True, help="output directory")
     build.add_argument("--force", action="store_true", help="replace a different world already in --out")
     build.set_defaults(handler=cmd_world_build)
     show = world.add_parser("show", help="summarise a world directory")
@@ -392,8 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(handler=cmd_world_show)
     world.add_parser("list", help="list the families and their parameters").set_defaults(handler=cmd_world_list)
     tour = world.add_parser("tour", help="build one world of every family and summarise them")
-    tour.add_argument("--out", type=_output_dir, required=True, help="output directory (one subdirectory per family)")
-    tour.add_argument("--seed", type=_non_negative, default=2026, help="seed of every world (default 2026)")
+    tour.add_argument("--out", type=output_dir, required=True, help="output directory (one subdirectory per family)")
+    tour.add_argument("--seed", type=non_negative, default=2026, help="seed of every world (default 2026)")
     tour.add_argument("--path", type=Path, help="5-factor CSV; adds the injected RMW world")
     tour.set_defaults(handler=cmd_world_tour)
 
@@ -401,43 +339,43 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("--family", default="linear", choices=("linear", "persistent_null", "momentum_null", "reversal", "regime", "injected"),
                     help="world family (default linear)")
     mc.add_argument("--shocks", default="bootstrap", choices=("bootstrap", "gaussian"), help="return shocks (default bootstrap)")
-    mc.add_argument("--r2", type=_floats, default=[0.0, 0.0025, 0.005, 0.01, 0.02, 0.04],
+    mc.add_argument("--r2", type=floats, default=[0.0, 0.0025, 0.005, 0.01, 0.02, 0.04],
                     help="comma-separated population R2 levels, as shares: 0.01 = 1%% (default 0,0.0025,0.005,0.01,0.02,0.04)")
-    mc.add_argument("--phi", type=_floats, default=[0.5, 0.95], help="comma-separated persistences, linear (default 0.5,0.95)")
-    mc.add_argument("--rho", type=_floats, default=[0.0, -0.8],
+    mc.add_argument("--phi", type=floats, default=[0.5, 0.95], help="comma-separated persistences, linear (default 0.5,0.95)")
+    mc.add_argument("--rho", type=floats, default=[0.0, -0.8],
                     help="comma-separated corr(return shock, predictor innovation), linear (default 0,-0.8)")
     mc.add_argument("--factor", default="HML", choices=("HML", "RMW"), help="real factor of injected worlds (default HML)")
     mc.add_argument("--path", type=Path, help="5-factor CSV (injected RMW worlds, and the ff5 shock pool)")
     _add_pool_arguments(mc)
-    mc.add_argument("--worlds-per-cell", type=_positive, default=1000,
+    mc.add_argument("--worlds-per-cell", type=positive, default=1000,
                     help="simulated worlds per cell (default 1000); a larger number extends an --out directory")
-    mc.add_argument("--procedures", type=_procedure_names,
+    mc.add_argument("--procedures", type=procedure_names,
                     default=["oracle", "combination", "combination_ct", "holm_best", "best9", "hac_holm", "ivx_holm"],
                     help="comma-separated baseline procedures (default: all but rf_ridge and lasso)")
-    mc.add_argument("--seed", type=_non_negative, default=1, help="seed of the simulation domain (default 1)")
+    mc.add_argument("--seed", type=non_negative, default=1, help="seed of the simulation domain (default 1)")
     mc.add_argument("--alpha", type=float, default=0.05, help="test level of the printed claim rates (default 0.05)")
     mc.add_argument("--match-null-rate", type=float, help="add size-matched claim rates at this null claim rate")
-    mc.add_argument("--chunk-size", type=_positive, default=250, help="worlds per vectorised batch and file (default 250)")
-    mc.add_argument("--n-jobs", type=_n_jobs, default=1, help="parallel workers, -1 for every core (default 1)")
+    mc.add_argument("--chunk-size", type=positive, default=250, help="worlds per vectorised batch and file (default 250)")
+    mc.add_argument("--n-jobs", type=n_jobs, default=1, help="parallel workers, -1 for every core (default 1)")
     mc.add_argument("--backend", default="loky", choices=("loky", "threading", "dask", "ray"),
                     help="joblib backend (default loky: local processes)")
     mc.add_argument("--scheduler", help="dask scheduler or ray cluster address (default: a local one)")
-    mc.add_argument("--out", type=_output_dir, help="output directory (resumable, extensible); omit to keep results in memory")
+    mc.add_argument("--out", type=output_dir, help="output directory (resumable, extensible); omit to keep results in memory")
     mc.add_argument("--json", action="store_true", help="print the summary as JSON")
     mc.set_defaults(handler=cmd_mc)
 
     run = commands.add_parser("run", help="run a study grid of agent episodes (resumable)")
     run.add_argument("--study", default="smoke", help="study: conf/study/NAME.yaml of the project, else a shipped template, or a YAML path (default: smoke)")
     run.add_argument("--model", default="scripted", help="model config: conf/model/NAME.yaml of the project, else shipped (default: scripted)")
-    run.add_argument("--out", type=_output_dir, default=Path("runs"), help="output root; the study writes OUT/<study>/")
-    run.add_argument("--concurrency", type=_positive, help="episodes at once (default: the model config's)")
+    run.add_argument("--out", type=output_dir, default=Path("runs"), help="output root; the study writes OUT/<study>/")
+    run.add_argument("--concurrency", type=positive, help="episodes at once (default: the model config's)")
     run.add_argument("--base-url", help="point the backend at an already running server")
     run.add_argument("--path", type=Path, help="Fama-French 5-factor CSV (needed for injected RMW worlds)")
     run.add_argument("--override", action="append", help="hydra override, e.g. study.budget=20 (repeatable)")
     run.add_argument("--new-dir", action="store_true", help="if OUT/<study> holds another configuration, use a fresh numbered directory")
-    run.add_argument("--limit", type=_non_negative, help="run at most this many pending episodes")
+    run.add_argument("--limit", type=non_negative, help="run at most this many pending episodes")
     run.add_argument("--dry-run", action="store_true", help="print the plan (runs, cost estimate) and exit")
-    run.add_argument("--max-infra-retries", type=_non_negative, default=2,
+    run.add_argument("--max-infra-retries", type=non_negative, default=2,
                      help="attempts after the first when the host fails a run, before it is recorded as infra_error (default 2)")
     run.add_argument("--redo-infra-errors", action="store_true",
                      help="also redo runs recorded as infra_error (after fixing the cause)")
@@ -483,14 +421,21 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("name", help="study name (conf/study/NAME.yaml of the project)")
         _add_project_argument(sub)
         if name in ("freeze", "reveal"):
-            sub.add_argument("--out", type=Path, default=Path("runs"),
+            sub.add_argument("--out", type=output_dir, default=Path("runs"),
                              help="the --out directory of the study's runs, where its secret lives (default: runs)")
         if name == "freeze":
             sub.add_argument("--no-tag", action="store_true", help="write the files only (no commit, no tag)")
+            sub.add_argument("--path", type=Path, help="the 5-factor CSV of a study whose shock pool is ff5")
         if name == "reveal":
             sub.add_argument("--no-commit", action="store_true", help="write prereg/NAME/secret.json only")
             sub.add_argument("--force", action="store_true", help="reveal although runs are pending")
         sub.set_defaults(handler=cmd_prereg)
+
+    view = commands.add_parser("view", help="one episode, readably: prior, tool calls with code, record_spec entries, "
+                               "final model, verdict, evaluation")
+    view.add_argument("run_dir", type=Path, help="a run directory, OUT/<study>/runs/<run_id>")
+    view.add_argument("--html", type=Path, help="write the same as an HTML page to this file instead")
+    view.set_defaults(handler=cmd_view)
 
     status = commands.add_parser("status", help="what a study directory holds: done, errored, unfinished, pending, spent")
     status.add_argument("directory", type=Path, help="a study directory written by `planted run` (OUT/<study>)")
@@ -503,7 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="every table and figure the logged runs support (no model calls)")
     report.add_argument("--runs", type=Path, nargs="+", required=True,
                         help="study directories written by `planted run` (runs/<study>), or directories of them")
-    report.add_argument("--out", type=_output_dir, required=True, help="output directory (index.md, CSV, Markdown, PNG, PDF)")
+    report.add_argument("--out", type=output_dir, required=True, help="output directory (index.md, CSV, Markdown, PNG, PDF)")
     report.add_argument("--mc", type=Path, nargs="*", default=[],
                         help="directories written by `planted mc --out` (power curves, size matching, frontiers)")
     report.add_argument("--models", nargs="+", help="models to include, in order (space- or comma-separated); "
@@ -511,9 +456,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--local-models", nargs="*", help="models tested as the local arm: G1 and G3 in their own "
                         "Holm family (default: models served by the openai_compat backend)")
     report.add_argument("--seed", type=int, default=0, help="seed of every bootstrap interval")
-    report.add_argument("--n-boot", type=_positive, default=2000, help="bootstrap draws per interval")
+    report.add_argument("--n-boot", type=positive, default=2000, help="bootstrap draws per interval")
     report.add_argument("--exploratory", action="store_true", help="label every output exploratory")
     report.add_argument("--no-figures", action="store_true", help="tables only")
+    report.add_argument("--probe", type=Path, nargs="*", default=[],
+                        help="directories written by `planted probe memorization` (Table 5 panel A)")
+    report.add_argument("--no-episodes", action="store_true", help="no episode pages (index.html links none)")
     report.set_defaults(handler=cmd_report)
 
     data = commands.add_parser("data", help="factor data").add_subparsers(dest="data_command", required=True)

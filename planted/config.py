@@ -54,7 +54,10 @@ def _compose(project: "Project", choices: Sequence[str], overrides: Sequence[str
     from omegaconf.errors import OmegaConfBaseException
 
     shipped = conf_dir()
-    primary = project.conf_dir if project.conf_dir is not None and (project.conf_dir / "config.yaml").is_file() else shipped
+    primary = project.conf_dir if project.conf_dir is not None else shipped
+    if not (primary / "config.yaml").is_file():  # hydra reads the primary config from the primary directory only
+        raise ConfigError(f"{primary / 'config.yaml'} is missing: a project's conf/ needs its config.yaml (copy it "
+                          f"from {shipped / 'config.yaml'}, or create the project with `planted init`)")
     search = [] if primary == shipped else [f"hydra.searchpath=[{shipped.as_uri()}]"]
     GlobalHydra.instance().clear()
     try:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import subprocess
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -43,18 +44,18 @@ import yaml
 
 import planted
 from planted.hashing import canonical_json, sha256_bytes
+from planted.prereg_git import PreregistrationError, commit_problem, git, repository, tracked_problems, uncommitted
 from planted.project import CONF_FILES, Project
 from planted.provenance import code_provenance
 from planted.study_layout import StudyLayout, atomic_write_bytes, atomic_write_json
 
-CONTROLLED_PACKAGES = ("planted.worlds", "planted.agents", "planted.baselines", "planted.analysis")
-CONTROLLED_CORE = ("regression.py", "seeding.py", "hashing.py", "_typing.py", "run_record.py", "records.py",
-                   "study_config.py", "study_layout.py")
+CONTROLLED_PACKAGES = ("planted", "planted.worlds", "planted.agents", "planted.baselines", "planted.analysis")
+"""Every module of these installed packages is hash-controlled: the code that decides outcomes and the
+code that composes the configuration and labels runs (command line, projects, preregistration)."""
+CODE_SUFFIXES = (".py", ".so", ".pyd")
+"""Python modules and compiled extensions (the C kernels of the random-features ridge and the lasso)."""
+STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*")
 MANIFEST = "manifest.json"
-
-
-class PreregistrationError(RuntimeError):
-    """Freezing or verifying failed; the message says why and what to do."""
 
 
 @dataclass(frozen=True)
@@ -69,11 +70,14 @@ class Drift:
     environment_changed: bool = False
     not_committed: str | None = None
     """Why the manifest does not count as committed under its tag (None: it does)."""
+    runtime: tuple[str, ...] = ()
+    """What differs in the run being prepared: the composed model configuration, the shock pool."""
 
     @property
     def ok(self) -> bool:
         """Whether every hash matches the manifest (nothing drifted)."""
-        return not (self.changed or self.missing or self.added or self.study_changed or self.environment_changed)
+        return not (self.changed or self.missing or self.added or self.study_changed or self.environment_changed
+                    or self.runtime)
 
     @property
     def confirmatory(self) -> bool:
@@ -95,6 +99,7 @@ class Drift:
                 lines.append("  changed: the study configuration itself")
             if self.environment_changed:
                 lines.append("  changed: the agent's Python environment (interpreter or package versions)")
+            lines += [f"  changed: {what}" for what in self.runtime]
         if self.not_committed:
             lines.append(f"{self.study}: {self.not_committed}; runs are exploratory")
         return "\n".join(lines)
@@ -113,16 +118,25 @@ class AnalysisLabel:
 
 
 def code_files() -> dict[str, Path]:
-    """The installed planted code that decides outcomes, keyed ``planted.worlds/spec.py`` (the files Python imports)."""
+    """The installed planted code, keyed ``planted.worlds/spec.py`` (the files Python imports, compiled
+    extensions included)."""
     files: dict[str, Path] = {}
     for package in CONTROLLED_PACKAGES:
         root = Path(str(resources.files(package)))
-        for path in sorted(root.glob("*.py")):
-            files[f"{package}/{path.name}"] = path
-    core = Path(str(resources.files("planted")))
-    for name in CONTROLLED_CORE:
-        files[f"planted/{name}"] = core / name
+        for path in sorted(root.iterdir()):
+            if path.is_file() and path.name.endswith(CODE_SUFFIXES):
+                files[f"{package}/{path.name}"] = path
     return files
+
+
+def check_study_name(study: str) -> str:
+    """``study``, if it can name a directory under ``prereg/`` and a git tag (else one line saying why)."""
+    if len(study) > 100 or not STUDY_NAME.fullmatch(study) or study.endswith(".lock"):
+        raise PreregistrationError(
+            f"study name {study!r} cannot name a frozen study: use letters, digits, '-', '_' and single dots "
+            "(it becomes a directory under prereg/ and a git tag)"
+        )
+    return study
 
 
 def project_files(project: Project, study: str) -> dict[str, Path]:
@@ -160,41 +174,6 @@ def run_order_csv(grid: Any) -> str:
     return buffer.getvalue()
 
 
-def _git(repo: Path, *args: str, check: bool = True) -> str:
-    result = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
-    if result.returncode != 0 and check:
-        raise PreregistrationError(f"git {' '.join(args)} failed in {repo}: {result.stderr.strip()}")
-    return result.stdout.strip() if result.returncode == 0 else ""
-
-
-def _repository(project: Project) -> Path:
-    """The top of the git work tree holding the project (refused when there is none)."""
-    if project.root is None:
-        raise PreregistrationError(
-            "no planted project here (no conf/study/ in the current directory): create one with `planted init DIR`, "
-            "make it a git repository, and freeze from inside it (or pass --project DIR)"
-        )
-    top = _git(project.root, "rev-parse", "--show-toplevel", check=False)
-    if not top:
-        raise PreregistrationError(
-            f"the project {project.root} is not a git repository, so a freeze could not be committed and tagged: "
-            "run `git init && git add -A && git commit -m 'planted project'` there first"
-        )
-    return Path(top).resolve()
-
-
-def _uncommitted(repo: Path, paths: list[Path]) -> list[str]:
-    """Those of ``paths`` inside ``repo`` with uncommitted changes or never committed."""
-    inside = [str(p.resolve().relative_to(repo)) for p in paths if p.resolve().is_relative_to(repo)]
-    if not inside:
-        return []
-    status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "-z", "--untracked-files=all", "--", *inside],
-                            capture_output=True, text=True)
-    if status.returncode != 0:
-        raise PreregistrationError(f"git status failed in {repo}: {status.stderr.strip()}")
-    return [entry[3:] for entry in status.stdout.split("\0") if len(entry) > 3]
-
-
 def _prereg_root(project: Project) -> Path:
     if project.prereg_dir is None:
         raise PreregistrationError("no planted project here: frozen studies live in a project's prereg/ "
@@ -204,13 +183,33 @@ def _prereg_root(project: Project) -> Path:
 
 def manifest_path(study: str, project: Project) -> Path | None:
     """``prereg/NAME/manifest.json`` of the project (None without a project)."""
-    return None if project.prereg_dir is None else project.prereg_dir / study / MANIFEST
+    return None if project.prereg_dir is None else project.prereg_dir / check_study_name(study) / MANIFEST
+
+
+def model_hashes(project: Project) -> dict[str, str]:
+    """SHA-256 of every model's composed section (what runs: files, defaults and interpolations resolved)."""
+    from planted.config import compose_model
+
+    return {name: sha256_bytes(canonical_json(compose_model(name, project=project)).encode())
+            for name in project.available("model")}
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """A frozen study's manifest (:class:`PreregistrationError` naming the file when it is damaged)."""
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(manifest, dict) or not {"files", "study_sha256", "secret_sha256"} <= set(manifest):
+            raise ValueError("keys missing")
+    except (OSError, ValueError) as exc:
+        raise PreregistrationError(f"{path} is damaged ({exc}); restore it from the study's tag: "
+                                   f"git checkout {path.parent.name} -- {path.name} (in {path.parent})") from None
+    return manifest
 
 
 def committed_secret(study: str, project: Project) -> str | None:
     """The SHA-256 of the secret a frozen study's manifest committed to (None when not frozen)."""
     path = manifest_path(study, project)
-    return json.loads(path.read_text())["secret_sha256"] if path is not None and path.is_file() else None
+    return str(read_manifest(path)["secret_sha256"]) if path is not None and path.is_file() else None
 
 
 def revealed_secret_file(study: str, project: Project) -> Path | None:
@@ -221,7 +220,8 @@ def revealed_secret_file(study: str, project: Project) -> Path | None:
     return None if path is None else path.with_name(REVEALED_FILE)
 
 
-def freeze(study: str, *, project: Project, out: Path = Path("runs"), tag: bool = True) -> Path:
+def freeze(study: str, *, project: Project, out: Path = Path("runs"), tag: bool = True,
+           factor_file: Path | None = None) -> Path:
     """Freeze a study: write ``prereg/NAME/`` in the project and (by default) commit it and tag it NAME.
 
     Parameters
@@ -234,12 +234,16 @@ def freeze(study: str, *, project: Project, out: Path = Path("runs"), tag: bool 
         ``out/NAME/sealed/study_secret.json`` (refused if one exists there already).
     tag : bool
         Commit and tag; ``False`` only writes the files (such a manifest never makes a run confirmatory).
+    factor_file : Path, optional
+        The 5-factor CSV of a study whose shock pool is ``ff5`` (its pool's SHA-256 is frozen).
 
     Raises
     ------
     PreregistrationError
-        No project, a shipped template, already frozen, a secret already in ``out``, not a git
-        repository, uncommitted changes to hash-controlled files, an existing tag, or a git failure.
+        No project, a bad name, a shipped template, already frozen, a secret already in ``out``,
+        not a git repository or no git identity, hash-controlled files that are uncommitted,
+        untracked, links or outside the repository, an existing tag, or a git failure. Every
+        check is made before anything is written; a failure after that takes everything back.
     """
     import secrets
 
@@ -247,29 +251,39 @@ def freeze(study: str, *, project: Project, out: Path = Path("runs"), tag: bool 
     from planted.agents.secret import SECRET_FILE, secret_sha256, write_secret
     from planted.agents.study import study_grid
     from planted.config import study_section
+    from planted.study_config import StudyConfig
 
-    target = _prereg_root(project) / study
+    target = _prereg_root(project) / check_study_name(study)
     if (target / MANIFEST).is_file():
         raise PreregistrationError(f"{study} is already frozen ({target / MANIFEST}); verify it instead")
     source = project.require("study", study)
     if source.shipped:
         raise PreregistrationError(
             f"study {study!r} is a {source.describe()}; only a study in the project's conf/study/ can be frozen: "
-            f"copy it to {project.conf_dir / 'study' / (study + '.yaml')} and commit it"  # type: ignore[operator]
+            f"copy it to {Path(str(project.conf_dir)) / 'study' / (study + '.yaml')} and commit it"
         )
-    repo = _repository(project) if tag else None
+    repo = repository(project) if tag else None
     if repo is not None:
-        dirty = _uncommitted(repo, list(controlled_files(project, study).values()))
+        if not git(repo, "var", "GIT_COMMITTER_IDENT", check=False):
+            raise PreregistrationError(f"git has no identity in {repo} to commit with: set git config user.name "
+                                       "and user.email")
+        problems = tracked_problems(repo, list(project_files(project, study).values()))
+        if problems:
+            raise PreregistrationError("the tag would not hold every hash-controlled file: " + "; ".join(problems))
+        dirty = uncommitted(repo, list(controlled_files(project, study).values()))
         if dirty:
             raise PreregistrationError(f"commit these hash-controlled files before freezing: {', '.join(dirty)}")
-        if _git(repo, "tag", "--list", study):
+        if git(repo, "tag", "--list", study):
             raise PreregistrationError(f"git tag {study!r} exists already in {repo}; choose another study name")
+        if subprocess.run(["git", "check-ref-format", f"refs/tags/{study}"], capture_output=True).returncode != 0:
+            raise PreregistrationError(f"{study!r} is not a valid git tag name; choose another study name")
     config = study_section(study, project=project)
     if config.get("secret") is not None:
         raise PreregistrationError(
             f"study {study!r} publishes its secret (`secret:` in its YAML), so anyone can rebuild its worlds: "
             "remove the key to preregister it"
         )
+    pool = StudyConfig.from_dict(config, source.describe()).pool_choice.load(factor_file)
     secret_path = Path(out) / str(config["name"]) / SECRET_FILE
     if secret_path.exists():
         raise PreregistrationError(
@@ -282,72 +296,92 @@ def freeze(study: str, *, project: Project, out: Path = Path("runs"), tag: bool 
         "study": study,
         "planted_version": planted.__version__,
         "planted_code": asdict(code_provenance()),
-        "git_commit": _git(repo, "rev-parse", "HEAD") if repo is not None else None,
+        "git_commit": git(repo, "rev-parse", "HEAD") if repo is not None else None,
         "study_sha256": sha256_bytes(canonical_json(config).encode()),
         "run_order_sha256": sha256_bytes(order.encode()),
         "n_runs": len(grid.runs),
         "n_worlds": len(grid.worlds),
         "study_seed": int(config["seed"]),
         "secret_sha256": secret_sha256(secret),
+        "pool": {"source": pool.source, "sha256": pool.sha256, "residuals": pool.size},
+        "models": model_hashes(project),
         "agent_environment": agent_environment().describe(),
         "files": file_hashes(project, study),
     }
-    target.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(target / "study.yaml", yaml.safe_dump(config, sort_keys=False).encode("utf-8"))
-    atomic_write_bytes(target / "run_order.csv", order.encode("utf-8"))
-    atomic_write_json(target / MANIFEST, manifest)
-    write_secret(secret_path, secret, study)
-    if repo is not None:
-        relative = target.resolve().relative_to(repo)
-        try:
-            _git(repo, "add", str(relative))
-            _git(repo, "commit", "-m", f"Freeze study {study} (preregistration manifest)", "--", str(relative))
-            _git(repo, "tag", "-a", study, "-m", f"Preregistered study {study}")
-        except PreregistrationError:
-            # a manifest that was never committed must not look frozen: take everything back
-            for name in (MANIFEST, "run_order.csv", "study.yaml"):
-                (target / name).unlink(missing_ok=True)
-            secret_path.unlink(missing_ok=True)
-            raise
+    created = [d for d in (target, secret_path.parent) if not d.exists()]
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(target / "study.yaml", yaml.safe_dump(config, sort_keys=False).encode("utf-8"))
+        atomic_write_bytes(target / "run_order.csv", order.encode("utf-8"))
+        atomic_write_json(target / MANIFEST, manifest)
+        write_secret(secret_path, secret, study)
+        if repo is not None:
+            relative = str(target.resolve().relative_to(repo))
+            git(repo, "add", relative)
+            git(repo, "commit", "-m", f"Freeze study {study} (preregistration manifest)", "--", relative)
+            git(repo, "tag", "-a", study, "-m", f"Preregistered study {study}")
+    except BaseException:
+        _take_back(repo, target, secret_path, created)  # a manifest never committed must not look frozen
+        raise
     return target
 
 
-def _commit_problem(study: str, project: Project, path: Path) -> str | None:
-    """Why ``path`` (the manifest) does not count as committed under tag ``study`` (None: it does)."""
-    repo = _git(path.parent, "rev-parse", "--show-toplevel", check=False)
-    if not repo:
-        return f"the manifest {path} is not in a git repository"
-    if not _git(Path(repo), "rev-parse", "-q", "--verify", f"refs/tags/{study}", check=False):
-        return f"the manifest is not tagged: no git tag {study!r} in {repo}"
-    relative = path.resolve().relative_to(Path(repo).resolve()).as_posix()
-    tagged = subprocess.run(["git", "-C", repo, "show", f"{study}:{relative}"], capture_output=True)
-    if tagged.returncode != 0:
-        return f"tag {study!r} does not hold {relative}"
-    if tagged.stdout != path.read_bytes():
-        return f"{relative} differs from the version committed under tag {study!r}"
-    return None
+def _take_back(repo: Path | None, target: Path, secret_path: Path, created: list[Path]) -> None:
+    """Undo a freeze that failed after writing: unstage and remove its files and the directories it made."""
+    if repo is not None and target.exists():
+        git(repo, "reset", "-q", "--", str(target.resolve().relative_to(repo)), check=False)
+    for name in (MANIFEST, "run_order.csv", "study.yaml"):
+        (target / name).unlink(missing_ok=True)
+    secret_path.unlink(missing_ok=True)
+    for directory in sorted(created, key=lambda d: len(d.parts), reverse=True):
+        for leftover in (directory, *directory.parents):
+            try:
+                leftover.rmdir()  # only while empty: never anything that was there before
+            except OSError:
+                break
 
 
-def verify(study: str, *, project: Project) -> Drift:
+def verify(study: str, *, project: Project, model: str | None = None, pool_sha256: str | None = None) -> Drift:
     """Compare the current controlled files and study configuration with the frozen manifest, and check
     that the manifest is the one committed under the study's tag.
+
+    Parameters
+    ----------
+    study : str
+    project : Project
+    model : str, optional
+        The model of the run being prepared: its composed configuration must be the frozen one.
+    pool_sha256 : str, optional
+        The shock pool of the run being prepared: it must be the frozen one.
 
     Raises
     ------
     PreregistrationError
-        When the study has no frozen manifest in the project.
+        When the study has no frozen manifest in the project, or the manifest is damaged.
     """
     from planted.agents.agent_env import agent_environment
-    from planted.config import study_section
+    from planted.config import compose_model, study_section
 
     path = manifest_path(study, project)
     if path is None or not path.is_file():
         where = f"{path} not found" if path is not None else project.describe()
         raise PreregistrationError(f"{study} is not frozen ({where}); freeze it with `planted prereg freeze {study}`")
-    manifest = json.loads(path.read_text())
+    manifest = read_manifest(path)
     frozen, current = manifest["files"], file_hashes(project, study)
     config = study_section(study, project=project)
     environment = manifest.get("agent_environment")
+    runtime = []
+    models = manifest.get("models") or {}
+    if model is not None and model not in models:
+        runtime.append(f"model {model!r} was not frozen with the study (frozen: {', '.join(sorted(models)) or 'none'})")
+    elif model is not None:
+        composed = sha256_bytes(canonical_json(compose_model(model, project=project)).encode())
+        if composed != models[model]:
+            runtime.append(f"the composed configuration of model {model!r} (its file, a defaults entry or an "
+                           "environment variable it reads)")
+    frozen_pool = (manifest.get("pool") or {}).get("sha256")
+    if pool_sha256 is not None and frozen_pool is not None and pool_sha256 != frozen_pool:
+        runtime.append(f"the shock pool (sha256 {pool_sha256[:12]}, frozen {frozen_pool[:12]})")
     return Drift(
         study=study,
         changed=sorted(name for name in frozen.keys() & current.keys() if frozen[name] != current[name]),
@@ -355,7 +389,8 @@ def verify(study: str, *, project: Project) -> Drift:
         added=sorted(current.keys() - frozen.keys()),
         study_changed=sha256_bytes(canonical_json(config).encode()) != manifest["study_sha256"],
         environment_changed=environment is not None and environment != agent_environment().describe(),
-        not_committed=_commit_problem(study, project, path),
+        not_committed=commit_problem(study, path),
+        runtime=tuple(runtime),
     )
 
 
@@ -405,15 +440,18 @@ def reveal(study: str, *, project: Project, out: Path = Path("runs"), commit: bo
     if not target.exists():
         write_secret(target, secret, study)
     if commit:
-        repo = _repository(project)
+        repo = repository(project)
         relative = target.resolve().relative_to(repo)
-        _git(repo, "add", str(relative))
-        _git(repo, "commit", "-m", f"Reveal the secret of study {study}", "--", str(relative))
+        git(repo, "add", str(relative))
+        git(repo, "commit", "-m", f"Reveal the secret of study {study}", "--", str(relative))
     return target
 
 
-def analysis_label(study: str, *, exploratory: bool, project: Project, overrides: bool = False) -> AnalysisLabel:
-    """Label of a run of ``study``: ``confirmatory`` (frozen, committed under its tag, verified) or
+def analysis_label(study: str, *, exploratory: bool, project: Project, overrides: bool = False,
+                   model: str | None = None, pool_sha256: str | None = None, base_url: str | None = None,
+                   sandboxed: bool = True) -> AnalysisLabel:
+    """Label of a run of ``study``: ``confirmatory`` (frozen, committed under its tag, verified, with the
+    frozen model configuration and shock pool, in the sandbox, on the model's own server) or
     ``exploratory``, with the reason.
 
     Raises
@@ -428,18 +466,18 @@ def analysis_label(study: str, *, exploratory: bool, project: Project, overrides
         source = project.config_file("study", study)
         where = source.describe() if source is not None and source.shipped else project.describe()
         return AnalysisLabel("exploratory", f"study {study!r} is not frozen ({where}; `planted prereg freeze {study}`)")
-    drift = verify(study, project=project)
+    drift = verify(study, project=project, model=model, pool_sha256=pool_sha256)
     if not drift.ok and not exploratory:
         raise PreregistrationError(
             drift.summary() + "\nA confirmatory run needs the frozen code: check out the tag, or pass --exploratory "
             "to run anyway (every output is then labelled exploratory)."
         )
-    if not drift.ok:
-        return AnalysisLabel("exploratory", "run with --exploratory although the manifest does not verify", drift)
-    if drift.not_committed:
-        return AnalysisLabel("exploratory", drift.not_committed, drift)
-    if exploratory:
-        return AnalysisLabel("exploratory", "run with --exploratory", drift)
-    if overrides:
-        return AnalysisLabel("exploratory", "run with configuration overrides", drift)
-    return AnalysisLabel("confirmatory", None, drift)
+    reasons = [r for r, applies in (
+        ("run with --exploratory although the manifest does not verify", not drift.ok),
+        (drift.not_committed, drift.ok and drift.not_committed is not None),
+        ("run with --exploratory", drift.ok and exploratory),
+        ("run with configuration overrides", overrides),
+        (f"run against --base-url {base_url}, not the model configuration's own server", base_url is not None),
+        ("run without the sandbox (--unsafe-no-sandbox)", not sandboxed),
+    ) if applies and r]
+    return AnalysisLabel("exploratory", "; ".join(reasons), drift) if reasons else AnalysisLabel("confirmatory", None, drift)

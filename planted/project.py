@@ -1,9 +1,9 @@
 """The researcher's project: where studies, models, prompts and preregistrations are read and written.
 
-A **project** is a directory with a ``conf/study/`` folder (``planted init DIR`` makes one: the
+A **project** is a directory with a ``conf/study/`` folder and a ``conf/config.yaml`` (``planted init DIR`` makes one: the
 shipped studies, models and prompts copied as editable files, a ``prereg/`` folder, a README and a
 ``.gitignore`` for run outputs). Every command resolves a name in the project first (``--project``,
-else ``$PLANTED_PROJECT``, else the current directory) and falls back to the **shipped templates**
+else ``$PLANTED_PROJECT``, else the nearest directory at or above the current one that is a project) and falls back to the **shipped templates**
 inside the installed package, which are read-only and named as such in every output. Frozen
 studies live in the project's ``prereg/`` and are committed and tagged in the project's git
 repository, never inside the installed package.
@@ -55,7 +55,8 @@ class Project:
 
     @classmethod
     def find(cls, explicit: Path | str | None = None) -> "Project":
-        """The project of ``explicit`` (``--project``), ``$PLANTED_PROJECT`` or the current directory.
+        """The project of ``explicit`` (``--project``), ``$PLANTED_PROJECT``, or else the nearest directory at
+        or above the current one with a ``conf/study/`` folder.
 
         Raises
         ------
@@ -69,7 +70,10 @@ class Project:
                 raise ConfigError(f"{root} is not a planted project (no conf/study/); create one with `planted init {given}`")
             return cls(root)
         here = Path.cwd().resolve()
-        return cls(here) if (here / CONF_DIR / "study").is_dir() else cls(None)
+        for directory in (here, *here.parents):  # like git: the nearest enclosing project
+            if (directory / CONF_DIR / "study").is_dir():
+                return cls(directory)
+        return cls(None)
 
     @property
     def conf_dir(self) -> Path | None:
@@ -116,8 +120,11 @@ def init_project(directory: Path) -> list[Path]:
         ``directory`` is a file, or already holds a ``conf/`` folder (nothing is overwritten).
     """
     directory = Path(directory)
-    if directory.exists() and not directory.is_dir():
-        raise ConfigError(f"{directory} is a file; pass a new or empty directory to `planted init`")
+    for existing in (directory, *directory.parents):
+        if existing.exists():
+            if not existing.is_dir():
+                raise ConfigError(f"{existing} is a file; pass a new or empty directory to `planted init`")
+            break
     if (directory / CONF_DIR).exists():
         raise ConfigError(f"{directory / CONF_DIR} exists already: {directory} is a project (nothing overwritten)")
     shipped = shipped_conf_dir()

@@ -46,7 +46,9 @@ STUDY = {
     "groups": [{"name": "g", "cells": {"family": "linear", "r2": 0.04, "phi": 0.95, "rho": -0.8, "shocks": "bootstrap"},
                 "seeds": 3}],
 }
-LIMITS = SandboxLimits(cpu_seconds=20, wall_seconds=20.0, memory_bytes=1024 * MIB, processes=32,
+# cpu and wall time leave room for the rebuild probe's walk of the whole sandbox tree (half a million files
+# on a machine with a browser installed, 20 s on a loaded 2-core machine)
+LIMITS = SandboxLimits(cpu_seconds=90, wall_seconds=90.0, memory_bytes=1024 * MIB, processes=32,
                        output_bytes=64 * 1024, file_bytes=32 * MIB, disk_bytes=64 * MIB, tmp_bytes=64 * MIB)
 MARKER = "HOSTILE-MARKER-5c1d"
 BENCHMARK_MODEL = "def fit(train):\n    return None\n\n\ndef predict(state, history):\n    return float(history['asset_A'].mean())\n"
@@ -257,7 +259,9 @@ def test_every_hostile_run_completes_as_an_agent_outcome_and_a_rerun_does_no_wor
 
 def test_the_world_cannot_be_rebuilt_inside_the_sandbox(hostile_grid):
     backend = hostile_grid["backend"]
-    probe_text = next(o for o in _observations(backend.sessions[1]) if "PROBE " in o)
+    seen = _observations(backend.sessions[1])
+    probe_text = next((o for o in seen if "PROBE " in o), None)
+    assert probe_text is not None, seen  # the probe ran to the end
     probe = json.loads(probe_text.split("PROBE ", 1)[1].splitlines()[0])
     assert probe["import"] is False and probe["dirs"] == [], probe
     assert not any(probe[name] for name in ("anthropic", "openai", "hydra", "yaml", "pip"))

@@ -51,7 +51,7 @@ def _check_index(out: Path, outputs) -> str:
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
     written = {f for o in outputs if o.status == "written" for f in o.files}
     assert written <= set(listed)
-    on_disk = {p.name for p in out.iterdir()} - {"index.md", "outputs.json"}
+    on_disk = {p.name for p in out.iterdir()} - {"index.md", "index.html", "episodes", "outputs.json"}
     assert on_disk == written | {"report.md"}
     for o in outputs:
         for qualified in o.functions:  # every named function exists
@@ -72,7 +72,13 @@ def test_smoke_report_lists_only_files_it_wrote(smoke_study, tmp_path):
     assert "one model only" in skipped["Model agreement (section 4.2)"]
     assert "no Gaussian-shock runs" in skipped["Table 4"]
     assert "no replicates" in skipped["Replicates (F.1, F.2)"]
-    assert "--mc" in skipped["Figure 1"] and "--mc" in skipped["Table D.2"]
+    assert "--mc" in skipped["Table D.2"]
+    # without a simulation, Figure 1 is drawn from the baselines' decisions on the agent's own worlds, and
+    # says so; the agent's 0 of 2 null claims cannot anchor panel B, which is greyed with that reason
+    figure1 = next(o for o in outputs if o.paper.startswith("Figure 1"))
+    assert "agent's own linear worlds" in figure1.description and "planted mc" in figure1.description
+    assert "panel B greyed: the agent's 0 of 2 null runs cannot anchor a match" in figure1.note
+    assert {"Table 1", "Table 2"} <= written and "--probe" in skipped["Table 5"]
     assert "C1-C3 not computed" in index and "## Skipped" in index
     # the smoke study is not frozen: the grid labels its runs exploratory, and so is every output
     assert all(o.role.startswith("exploratory") for o in outputs if o.status == "written")
@@ -202,7 +208,7 @@ def test_removing_an_output_changes_no_other_outputs_bytes(multi_model, tmp_path
                             exclude=[left_out])
         gone = {f for o in full if o.paper == left_out for f in o.files}
         assert gone and not gone & {f for o in part for f in o.files}
-        listings = {"index.md", "report.md", "outputs.json"}
+        listings = {"index.md", "index.html", "report.md", "outputs.json"}
         names = {p.name for p in (tmp_path / "full").iterdir()} - gone - listings
         assert names == {p.name for p in (tmp_path / left_out).iterdir()} - listings
         for name in sorted(names):
@@ -221,3 +227,68 @@ def test_a_truncated_run_record_is_one_line_naming_the_file(smoke_study, tmp_pat
     assert main(["report", "--runs", str(study), "--out", str(tmp_path / "report")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(record) in err[0] and "`planted run` redoes the run" in err[0], err
+
+
+def _chromium() -> str:
+    import shutil
+
+    found = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if found is None:
+        if os.environ.get("CI"):  # .ci/run installs Debian's chromium: never hide a broken page there
+            pytest.fail("chromium is not installed (CI must provide it)")
+        pytest.skip("the browser check of index.html needs chromium (apt-get install chromium)")
+    return found
+
+
+def test_the_html_report_renders_in_a_real_browser(smoke_study, tmp_path):
+    """index.html in headless chromium: every image loads (naturalWidth > 0 after load), every table has
+    rows, every local link resolves, outputs come in the paper's order, episode pages exist."""
+    import re
+    import subprocess
+    from html.parser import HTMLParser
+
+    from planted.analysis.report_html import paper_order
+
+    out = tmp_path / "report"
+    write_report(smoke_study, out, n_boot=50)
+    page = (out / "index.html").read_text()
+    assert "<script" not in page
+
+    class Links(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.targets, self.tables, self.rows, self.sections = [], 0, [], []
+
+        def handle_starttag(self, tag, attrs):
+            attrs = dict(attrs)
+            if tag in ("a", "img"):
+                self.targets.append(attrs.get("href") or attrs.get("src"))
+            if tag == "table":
+                self.tables += 1
+                self.rows.append(0)
+            if tag == "tr" and self.rows:
+                self.rows[-1] += 1
+            if tag == "section":
+                self.sections.append(attrs["id"])
+
+    parsed = Links()
+    parsed.feed(page)
+    local = [t for t in parsed.targets if t and not t.startswith(("#", "http"))]
+    assert local and all((out / t).is_file() for t in local), [t for t in local if not (out / t).is_file()]
+    episodes = [t for t in local if t.startswith("episodes/")]
+    assert episodes and "<!DOCTYPE html>" in (out / episodes[0]).read_text()
+    assert parsed.tables >= 10 and min(parsed.rows) >= 2  # a header row and at least one body row each
+    headings = re.findall(r"<h2>(.*?)</h2>", page)
+    outputs = [h for h in headings if h not in ("Inputs", "Contents")]
+    assert outputs[:3] == ["Table 1", "Table 2", "Table 3"]
+    assert [paper_order(h) for h in outputs] == sorted(paper_order(h) for h in outputs)
+
+    probe = out / "probe.html"  # the page plus a check script, for the browser only
+    probe.write_text(page.replace("</body>", "<script>window.addEventListener('load', () => { document.title = "
+                                  "'broken=' + [...document.images].filter(i => !i.complete || i.naturalWidth === 0)"
+                                  ".length + ' images=' + document.images.length; });</script></body>"))
+    dom = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000",
+                          "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    title = re.search(r"<title>(.*?)</title>", dom).group(1)
+    n_images = page.count("<img ")
+    assert n_images >= 3 and title == f"broken=0 images={n_images}", title

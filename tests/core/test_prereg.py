@@ -223,3 +223,96 @@ def test_a_frozen_study_runs_confirmatory_and_an_unfrozen_one_says_why_not(proje
     assert main(["run", "--study", "smoke", "--out", str(project.root.parent / "elsewhere"), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "analysis label: exploratory (study 'smoke' is not frozen (shipped template smoke.yaml" in out
+
+
+def _tiny(project, name="tiny", **extra):
+    study = {"name": name, "seed": 5, "budget": 40, "refit_every": 12, "procedures": ["oracle", "hac_holm"],
+             "groups": [{"name": "linear", "cells": {"family": "linear", "r2": 0.04, "phi": 0.95, "rho": -0.8,
+                                                     "shocks": "gaussian"}, "seeds": 1}]} | extra
+    (project.root / "conf" / "study" / f"{name}.yaml").write_text(yaml.safe_dump(study))
+    _commit_all(project.root, f"add {name}")
+
+
+def test_what_runs_is_what_was_frozen(project, monkeypatch):
+    """The composed model (an environment variable it reads), the shock pool, --base-url and the
+    sandbox all decide whether a run is confirmatory, not only the files' bytes."""
+    model = project.root / "conf" / "model" / "scripted.yaml"
+    model.write_text(model.read_text().replace("model_id: scripted", "model_id: ${oc.env:PLANTED_TEST_MID,scripted}"))
+    _tiny(project)
+    freeze("tiny", project=project, out=project.root / "runs")
+    assert analysis_label("tiny", exploratory=False, project=project, model="scripted").label == "confirmatory"
+    monkeypatch.setenv("PLANTED_TEST_MID", "swapped")
+    with pytest.raises(PreregistrationError, match="composed configuration of model 'scripted'"):
+        analysis_label("tiny", exploratory=False, project=project, model="scripted")
+    monkeypatch.delenv("PLANTED_TEST_MID")
+    with pytest.raises(PreregistrationError, match="the shock pool"):
+        analysis_label("tiny", exploratory=False, project=project, model="scripted", pool_sha256="0" * 64)
+    label = analysis_label("tiny", exploratory=False, project=project, model="scripted", base_url="http://elsewhere",
+                           sandboxed=False)
+    assert label.label == "exploratory" and "--base-url http://elsewhere" in label.reason and "sandbox" in label.reason
+    manifest = json.loads((project.root / "prereg" / "tiny" / "manifest.json").read_text())
+    assert manifest["pool"]["residuals"] == 644 and set(manifest["models"]) >= {"scripted", "opus"}
+    assert any(name.endswith(".so") for name in manifest["files"])  # the compiled kernels are hashed too
+    assert {"planted/cli.py", "planted/config.py", "planted/project.py"} <= set(manifest["files"])
+
+
+def test_a_study_named_like_a_git_ref_is_checked_against_its_tag(project):
+    """`git show HEAD:...` would read the branch; the manifest is compared with refs/tags/NAME."""
+    _tiny(project, "HEAD")
+    freeze("HEAD", project=project, out=project.root / "runs")
+    manifest = project.root / "prereg" / "HEAD" / "manifest.json"
+    manifest.write_bytes(manifest.read_bytes().replace(b'"n_runs": 1', b'"n_runs": 2'))
+    _commit_all(project.root, "re-commit an edited manifest without re-tagging")
+    assert "differs from the version committed under tag 'HEAD'" in verify("HEAD", project=project).not_committed
+
+
+@pytest.mark.parametrize("name", ["../study/tiny", "t.lock", "a..b", "-x", "x/y"])
+def test_names_that_cannot_be_a_directory_and_a_tag_are_refused(project, name):
+    with pytest.raises(PreregistrationError, match="cannot name a frozen study"):
+        freeze(name, project=project, out=project.root / "runs")
+    assert _git(project.root, "status", "--porcelain").strip() == "" and not (project.root / "runs").exists()
+
+
+def test_freeze_refuses_files_the_tag_would_not_hold(project, tmp_path):
+    _tiny(project)
+    outside = tmp_path / "prompts-elsewhere.yaml"
+    prompts = project.root / "conf" / "prompts.yaml"
+    outside.write_bytes(prompts.read_bytes())
+    prompts.unlink()
+    prompts.symlink_to(outside)
+    _commit_all(project.root, "prompts as a link")
+    with pytest.raises(PreregistrationError, match="prompts.yaml is a symbolic link"):
+        freeze("tiny", project=project, out=project.root / "runs")
+    prompts.unlink()
+    prompts.write_bytes(outside.read_bytes())
+    _commit_all(project.root, "prompts as a file")
+    _git(project.root, "rm", "-q", "--cached", "conf/study/tiny.yaml")
+    (project.root / ".git" / "info" / "exclude").write_text("conf/study/tiny.yaml\n")
+    _git(project.root, "commit", "-qm", "untrack the study")
+    with pytest.raises(PreregistrationError, match="tiny.yaml is not tracked by git"):
+        freeze("tiny", project=project, out=project.root / "runs")
+    assert not (project.root / "prereg" / "tiny").exists()
+
+
+def test_a_failed_commit_takes_everything_back(project, monkeypatch):
+    _tiny(project)
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "")  # git refuses an empty identity at commit time
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "")
+    with pytest.raises(PreregistrationError):
+        freeze("tiny", project=project, out=project.root / "runs")
+    assert _git(project.root, "status", "--porcelain").strip() == ""  # nothing staged, nothing left
+    assert not (project.root / "prereg" / "tiny").exists() and not (project.root / "runs").exists()
+
+
+def test_damaged_manifests_and_projects_without_config_are_one_line(project, capsys):
+    _tiny(project)
+    freeze("tiny", project=project, out=project.root / "runs")
+    (project.root / "prereg" / "tiny" / "manifest.json").write_text("{")
+    where = ["--project", str(project.root)]
+    assert main(["prereg", "verify", "tiny", *where]) == 2
+    assert main(["run", "--study", "tiny", *where, "--out", str(project.root / "runs"), "--dry-run"]) == 2
+    (project.root / "conf" / "config.yaml").unlink()
+    assert main(["run", "--study", "smoke", *where, "--out", str(project.root / "runs"), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("planted: error:") for line in err), err
+    assert "manifest.json is damaged" in err[0] and "config.yaml is missing" in err[2]
