@@ -182,3 +182,18 @@ def test_a_long_block_is_cut_with_a_note_of_how_much():
     assert shown.startswith("a" * MAX_BLOCK_CHARS) and len(shown) < MAX_BLOCK_CHARS + 100
     assert f"{12_345:,} of {MAX_BLOCK_CHARS + 12_345:,} characters cut" in shown
     assert clean_text("ok\n\tfine") == "ok\n\tfine" and clean_text("\r\x00\x85\u202e") == "\\x0d\\x00\\x85\\u202e"
+
+
+def test_planted_view_through_the_command_line(run_dir, tmp_path, capsys):
+    from planted.cli import main
+
+    assert main(["view", str(run_dir)]) == 0
+    shown = capsys.readouterr().out
+    outcome = read_run_record(run_dir / "result.json").outcome
+    assert outcome.verdict in shown and "run_python" in shown
+    page = tmp_path / "page" / "episode.html"
+    assert main(["view", str(run_dir), "--html", str(page)]) == 0
+    assert page.is_file() and str(page) in capsys.readouterr().out
+    assert main(["view", str(tmp_path / "nothing")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("planted: error:")
