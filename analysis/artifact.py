@@ -46,14 +46,47 @@ def lookup_flag(model_source: str | None) -> bool | None:
     return bool(LOOKUP_PATTERN.search(model_source)) and "asset_a" in model_source.lower()
 
 
+LOOKUP_CORRELATION = 0.8
+"""A deployed model whose test-window forecasts correlate above this with the audit's exact lookup of
+the last return (:func:`planted.baselines.detectors.lookup_exact`, k = 1) is flagged as a lookup."""
+
+
+def lookup_correlation(evaluation: pd.DataFrame, returns: np.ndarray) -> float:
+    """Correlation, over the test window, of a deployed model's departures from the benchmark with the
+    exact-lookup detector's departures from the same benchmark (``evaluation.csv``: ``month``,
+    ``forecast``, ``benchmark``); NaN when either never departs (a model that submits the benchmark,
+    a world with no repeats) or there are fewer than three months."""
+    from planted.baselines.detectors import Window, lookup_exact
+
+    months = evaluation["month"].to_numpy(dtype=int)
+    if months.size < 3 or months.max() >= returns.size:
+        return float("nan")
+    benchmark = pd.to_numeric(evaluation["benchmark"], errors="coerce").to_numpy(dtype=float)
+    model = pd.to_numeric(evaluation["forecast"], errors="coerce").to_numpy(dtype=float) - benchmark
+    window = Window(int(months.min()), int(months.max()) + 1)
+    lookup = lookup_exact(np.asarray(returns, dtype=float), 1, window)[months] - benchmark
+    keep = np.isfinite(model) & np.isfinite(lookup)
+    model, lookup = model[keep], lookup[keep]
+    scale = max(float(np.abs(benchmark[keep]).max(initial=0.0)), 1.0) * 1e-12
+    if keep.sum() < 3 or np.ptp(model) <= scale or np.ptp(lookup) <= scale:
+        return float("nan")
+    return float(np.corrcoef(model, lookup)[0, 1])
+
+
 def artifact_flags(runs: pd.DataFrame, *, high_r2: float = HIGH_R2) -> np.ndarray:
-    """Per run: ``lookup_model`` is true or ``test_oos_r2 > high_r2`` (a missing part counts as false)."""
+    """Per run: ``lookup_model`` is true (the keyword screen of the model file), ``lookup_correlation``
+    exceeds :data:`LOOKUP_CORRELATION` (the forecasts follow the exact lookup), or ``test_oos_r2 >
+    high_r2`` (a missing part counts as false)."""
     values = runs["lookup_model"].to_numpy(dtype=object) if "lookup_model" in runs.columns else []
     lookup = np.array([isinstance(v, (bool, np.bool_)) and bool(v) for v in values], dtype=bool)
     if "lookup_model" not in runs.columns:
         lookup = np.zeros(len(runs), dtype=bool)
     r2 = pd.to_numeric(runs["test_oos_r2"], errors="coerce").to_numpy()
-    return np.asarray(lookup | (np.nan_to_num(r2, nan=-np.inf) > high_r2), dtype=bool)
+    follows = np.zeros(len(runs), dtype=bool)
+    if "lookup_correlation" in runs.columns:
+        follows = np.nan_to_num(pd.to_numeric(runs["lookup_correlation"], errors="coerce").to_numpy(), nan=0.0) \
+            > LOOKUP_CORRELATION
+    return np.asarray(lookup | follows | (np.nan_to_num(r2, nan=-np.inf) > high_r2), dtype=bool)
 
 
 def artifact_runs(runs: pd.DataFrame) -> Table:

@@ -440,3 +440,40 @@ def figure_d1_frontiers(curves: pd.DataFrame, points: pd.DataFrame, *, signal_r2
     _title(fig, f"Figure D.1: size-power frontiers at R2={100 * signal_r2:g}% over simulated worlds; agent points "
                 "with Wilson 95% intervals in both directions")
     return fig
+
+
+@styled
+def audit_figure(table: pd.DataFrame) -> Figure:
+    """One panel per family: detectors on the x axis, pseudo-OOS and test-window claim rates as points
+    with Wilson 95% intervals; flagged (detector, window) pairs filled red; the nominal 5% dotted.
+
+    Parameters
+    ----------
+    table : DataFrame
+        :func:`planted.baselines.audit.summarise` output.
+    """
+    families = list(dict.fromkeys(table["family"]))
+    fig = _figure(WIDTH, 2.6 * len(families) + 0.8)
+    axes = fig.subplots(len(families), 1, squeeze=False)[:, 0]
+    for ax, family in zip(axes, families):
+        g = table[table["family"] == family]
+        detectors = list(dict.fromkeys(g["detector"]))
+        x = {d: i for i, d in enumerate(detectors)}
+        for offset, window, marker in ((-0.15, "pseudo", "o"), (0.15, "test", "s")):
+            w = g[g["window"] == window]
+            xs = np.array([x[d] for d in w["detector"]]) + offset
+            y = w["rate"].to_numpy(float)
+            err = np.clip(np.vstack([y - w["rate_low"].to_numpy(float), w["rate_high"].to_numpy(float) - y]), 0, None)
+            ax.errorbar(xs, y, yerr=err, fmt=marker, color="0.2", markersize=4, capsize=2, linewidth=0, elinewidth=0.9,
+                        label=f"{'pseudo-OOS' if window == 'pseudo' else 'test'} window (Wilson 95%)")
+            flagged = w["flagged"].to_numpy(bool)
+            ax.plot(xs[flagged], y[flagged], marker, color="tab:red", markersize=6, label="flagged (Holm, binomial vs 5%)")
+        _nominal_line(ax)
+        _percent_axis(ax)
+        ax.set_xticks(range(len(detectors)), [d.replace("_", " ") for d in detectors], rotation=30, ha="right",
+                      fontsize=7)
+        ax.set_title(family, loc="left", fontsize=9)
+        ax.set_ylabel("Claim rate")
+    _legend(fig, axes, ncol=3)
+    _title(fig, "World audit: detectors' claim rates at 5% in null worlds")
+    return fig

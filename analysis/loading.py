@@ -22,7 +22,9 @@ Columns added to the run table (one row per run)
   model produced (turn text, tool-call arguments, reasoning returned by the API) and the final
   model's source. ``coded`` says whether the run's transcript was found.
 * Repeated-value artifact (paper 5.1): ``lookup_model`` (:func:`planted.analysis.artifact.lookup_flag`
-  on ``final_model.py``) and ``artifact_flag`` (:func:`planted.analysis.artifact.artifact_flags`).
+  on ``final_model.py``), ``lookup_correlation`` (:func:`planted.analysis.artifact.lookup_correlation`:
+  the deployed forecasts against the audit's exact lookup on the test window) and ``artifact_flag``
+  (:func:`planted.analysis.artifact.artifact_flags`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from planted.analysis.artifact import artifact_flags, lookup_flag
+from planted.analysis.artifact import artifact_flags, lookup_correlation, lookup_flag
 from planted.analysis.coding import code_runs, first_order_autocorrelations, is_benchmark, parse_predictors
 from planted.analysis.hypotheses import complexity_slope
 from planted.agents.transcript import read_events
@@ -45,7 +47,7 @@ from planted.worlds.artifact import repeated_follower_share, repeated_share
 from planted.worlds.files import TEST_FILE, VISIBLE_FILE
 
 from planted.study_layout import (
-    BASELINES_TABLE as BASELINES_FILE, MODEL_FILE, RESULT_FILE, RUNS_TABLE as RUNS_FILE, STUDY_FILE, TRANSCRIPT_FILE,
+    BASELINES_TABLE as BASELINES_FILE, EVALUATION_FILE, MODEL_FILE, RESULT_FILE, RUNS_TABLE as RUNS_FILE, STUDY_FILE, TRANSCRIPT_FILE,
     StudyLayout,
 )
 MC_FILE = "mc.parquet"
@@ -240,6 +242,25 @@ def world_measures(directory: Path, world_ids: Iterable[str]) -> tuple[pd.DataFr
     return frame, autocorrelations
 
 
+def _world_returns(directory: Path, world_id: str) -> np.ndarray | None:
+    """The world's returns over training and test months (the agent's file, then the sealed one)."""
+    world = StudyLayout(directory).world_dir(world_id)
+    if not (world / VISIBLE_FILE).is_file() or not (world / TEST_FILE).is_file():
+        return None
+    return np.concatenate([_read_csv(world / VISIBLE_FILE)["asset_A"].to_numpy(float),
+                           _read_csv(world / TEST_FILE)["asset_A"].to_numpy(float)])
+
+
+def _lookup_correlation(directory: Path, run_dir: Path, world_id: str, cache: dict[str, np.ndarray | None]) -> float:
+    evaluation = run_dir / EVALUATION_FILE
+    if not evaluation.is_file():
+        return float("nan")
+    if world_id not in cache:
+        cache[world_id] = _world_returns(directory, world_id)
+    returns = cache[world_id]
+    return float("nan") if returns is None else lookup_correlation(_read_csv(evaluation), returns)
+
+
 def _enrich(runs: pd.DataFrame, directory: Path,
             autocorrelations: Mapping[str, Mapping[str, float]]) -> tuple[pd.DataFrame, int]:
     """Add complexity, final in-sample R2 and the transcript coding from each run's directory."""
@@ -248,6 +269,8 @@ def _enrich(runs: pd.DataFrame, directory: Path,
     texts: dict[str, list[str]] = {}
     sources: dict[str, str] = {}
     coded: list[bool] = []
+    correlations: list[float] = []
+    returns_of: dict[str, np.ndarray | None] = {}
     runs = runs.copy()
     for row in runs.itertuples(index=False):
         run_dir = StudyLayout(directory).run_dir(str(row.run_id))
@@ -265,12 +288,14 @@ def _enrich(runs: pd.DataFrame, directory: Path,
             texts[row.run_id] = transcript_texts(_read_events(transcript))
         if source is not None:
             sources[row.run_id] = source
+        correlations.append(_lookup_correlation(directory, run_dir, str(row.world_id), returns_of))
     for column, computed in (("complexity_slope", slopes), ("in_sample_r2_final", finals)):
         values = np.asarray(computed, dtype=float)
         if column in runs.columns:  # a run table that already carries the column keeps it where no record is on disk
             values = np.where(np.isnan(values), pd.to_numeric(runs[column], errors="coerce").to_numpy(), values)
         runs[column] = values
-    runs = runs.assign(coded=coded, lookup_model=[lookup_flag(sources.get(r)) for r in runs["run_id"]])
+    runs = runs.assign(coded=coded, lookup_model=[lookup_flag(sources.get(r)) for r in runs["run_id"]],
+                       lookup_correlation=correlations)
     coding = code_runs(runs, texts=texts, autocorrelations=autocorrelations, model_sources=sources)
     coding = coding.set_index("run_id")
     for column in CODED_COLUMNS:
@@ -335,6 +360,7 @@ def read_study(directory: str | Path, *, code: bool = True) -> tuple[pd.DataFram
                 runs[column] = np.nan
         runs["coded"] = False
         runs["lookup_model"] = None
+        runs["lookup_correlation"] = np.nan
     runs["artifact_flag"] = artifact_flags(runs)
     worlds = worlds.assign(design=design.reindex(worlds["world_id"]).to_numpy())
     info = StudyInfo(

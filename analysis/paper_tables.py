@@ -95,6 +95,21 @@ def studies_table(runs: pd.DataFrame) -> Table:
     )
 
 
+def audit_table(paths: Sequence[Path]) -> Table:
+    """The world audits found in the study directories (``OUT/NAME/audit/audit.csv``,
+    :func:`planted.baselines.audit.write_audit`): each detector's claim rate in null worlds and the flags."""
+    data = pd.concat([pd.read_csv(p) for p in paths], ignore_index=True).drop_duplicates(["family", "detector", "window"])
+    return Table(
+        key="table_world_audit",
+        title="World audit (protocol 7.1, item 7): claim rates (%) at 5% of each detector in null worlds of each family "
+              "(Wilson 95% intervals), mean OOS R2 (%), exact binomial p against 5%, Holm across a family's detectors "
+              "and windows; a flagged family has a forecaster that beats the benchmark without a signal",
+        data=data, formats=(("worlds", "int"), ("claims", "int"), ("rate", "pct1"), ("mean_oos_r2", "pct2"),
+                            ("p_binomial", "p"), ("p_holm", "p"), ("family", "text"), ("detector", "text"),
+                            ("window", "text")),
+    )
+
+
 class ProbeDataError(ValueError):
     """A directory given as a memorization probe holds no readable ``scores.csv`` and ``probe.json``."""
 
@@ -137,4 +152,4 @@ def memorization_table(probe_dirs: Sequence[str | Path]) -> Table:
     )
 
 
-__all__ = ["Hypothesis", "PRESPECIFIED", "ProbeDataError", "hypotheses_table", "memorization_table", "studies_table"]
+__all__ = ["audit_table", "Hypothesis", "PRESPECIFIED", "ProbeDataError", "hypotheses_table", "memorization_table", "studies_table"]

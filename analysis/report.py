@@ -264,6 +264,13 @@ def registry(ctx: _Context) -> Iterator[Entry]:
                     "once under neutral framing")
     yield _table(ctx, "Artifact: runs (5.1, E.1)", "Flagged runs", lambda: artifact.artifact_runs(runs),
                  [artifact.artifact_runs], "exploratory")
+    audits = [Path(s.path) / "audit" / "audit.csv" for s in data.studies if (Path(s.path) / "audit" / "audit.csv").is_file()]
+    if audits:
+        yield _table(ctx, "World audit (7.1)", "Detectors in null worlds", lambda: paper_tables.audit_table(audits),
+                     [paper_tables.audit_table], "exploratory")
+    else:
+        yield Entry("World audit (7.1)", "Detectors in null worlds", skip="no world audit in the study directories "
+                    "(`planted prereg freeze` writes OUT/NAME/audit/; or `planted audit --study NAME --out OUT/NAME/audit`)")
     if data.worlds.empty:
         yield Entry("Artifact: worlds (5.1)", "Repeated-value shares", skip="no world files on disk")
     else:

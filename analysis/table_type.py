@@ -36,7 +36,9 @@ HEADERS = {"agent": "Agent", "model": "Model", "world": "World", "design": "Desi
            "nonclaims_mean_p": "Non-claims mean p", "target_rate": "c", "alpha": "alpha*", "matched": "Matched",
            "difference": "Agent - matched", "anchor": "Anchor", "procedure": "Procedure", "outcome": "Outcome",
            "runs": "Runs", "worlds": "Worlds", "framing": "Framing", "claim": "Claim", "signal": "Signal",
-           "probability": "Mean p", "prior": "Mean prior", "agent_missing": "Agent claims, no evaluable model"}
+           "probability": "Mean p", "prior": "Mean prior", "agent_missing": "Agent claims, no evaluable model",
+           "claims": "Claims", "flagged": "Flagged", "p_binomial": "p (binomial vs 5%)", "p_holm": "p (Holm)",
+           "detector": "Detector", "family": "Family", "window": "Window"}
 # --------------------------------------------------------------------------------------------
 # The table record and its Markdown form
 # --------------------------------------------------------------------------------------------

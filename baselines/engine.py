@@ -27,10 +27,10 @@ from joblib import Parallel, delayed, parallel_config
 from tqdm.auto import tqdm
 
 import planted
-from planted.baselines.panel import panel_from_batch
+from planted.baselines.panel import Panel, panel_from_batch
 from planted.baselines.procedures import KINDS, PROCEDURES, economic_label, run_procedures
 from planted.seeding import describe, substream
-from planted.worlds import PoolChoice, WorldBuildError, WorldSpec, build_batch
+from planted.worlds import PoolChoice, ShockPool, WorldBuildError, WorldSpec, build_batch
 
 SIMULATION_DOMAIN = 1
 """First spawn-key element of simulated (Monte Carlo) worlds; agent worlds use 0."""
@@ -129,18 +129,9 @@ def run_chunk(chunk: Chunk, config: SimulationConfig) -> pd.DataFrame:
     """
     indices = list(range(chunk.start, chunk.stop))
     seeds = [world_seed(config.seed, chunk.spec, j) for j in indices]
-    failures: list[tuple[int, str]] = []
-    while True:
-        try:
-            batch = build_batch(chunk.spec, seeds, pool=config.pool.load(config.factor_file), factor_file=config.factor_file)
-            break
-        except WorldBuildError as exc:
-            for position in sorted(exc.failed, reverse=True):
-                failures.append((indices.pop(position), str(exc)))
-                seeds.pop(position)
-            if not seeds:
-                return _failure_rows(chunk.spec, failures, config.seed)
-    panel = panel_from_batch(batch)
+    panel, failures = build_panel(chunk.spec, indices, seeds, config.pool.load(config.factor_file), config.factor_file)
+    if panel is None:
+        return _failure_rows(chunk.spec, failures, config.seed)
     results = run_procedures(panel, sorted(set(config.procedures) | {"oracle"}))
     economic = economic_label(results["oracle"])
     frames = []
@@ -157,6 +148,22 @@ def run_chunk(chunk: Chunk, config: SimulationConfig) -> pd.DataFrame:
     if failures:
         rows = pd.concat([rows, _failure_rows(chunk.spec, failures, config.seed)], ignore_index=True)
     return rows
+
+
+def build_panel(spec: WorldSpec, indices: list[int], seeds: list[np.random.SeedSequence], pool: ShockPool,
+                factor_file: str | None) -> tuple[Panel | None, list[tuple[int, str]]]:
+    """The panel of the worlds ``indices`` (with ``seeds``) that can be built, and (index, reason) of the
+    others (a momentum-null seed that never meets its selection rule). ``indices`` and ``seeds`` are
+    narrowed in place to the built worlds; the panel is None when none could be built."""
+    failures: list[tuple[int, str]] = []
+    while seeds:
+        try:
+            return panel_from_batch(build_batch(spec, seeds, pool=pool, factor_file=factor_file)), failures
+        except WorldBuildError as exc:
+            for position in sorted(exc.failed, reverse=True):
+                failures.append((indices.pop(position), str(exc)))
+                seeds.pop(position)
+    return None, failures
 
 
 def _with_spec(rows: pd.DataFrame, spec: WorldSpec, seed: int) -> pd.DataFrame:

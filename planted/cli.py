@@ -24,6 +24,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from planted.agents.backend import FatalBackendError
     from planted.analysis.loading import StudyDataError
     from planted.analysis.paper_tables import ProbeDataError
+    from planted.baselines.audit import AuditError
     from planted.baselines.engine import SimulationConfigError
     from planted.agents.grid import StudyConfigMismatch
     from planted.agents.sandbox import SandboxUnavailableError
@@ -37,11 +38,11 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
     return (WorldSpecError, FactorDataError, WorldFileError, StudyConfigMismatch, SandboxUnavailableError,
             FatalBackendError, ConfigError, PreregistrationError, StudyDataError, StudySecretError,
-            SchemaVersionError, RunRecordError, SimulationConfigError, StudyStatusError, ProbeDataError, EpisodeViewError)
+            SchemaVersionError, RunRecordError, SimulationConfigError, StudyStatusError, ProbeDataError, EpisodeViewError, AuditError)
 
 
-def _add_world_spec_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--family", required=True, help="world family (see `planted world list`)")
+def _add_world_spec_arguments(parser: argparse.ArgumentParser, *, family_required: bool = True) -> None:
+    parser.add_argument("--family", required=family_required, help="world family (see `planted world list`)")
     parser.add_argument("--r2", type=float, help="population R2 of the planted predictor (0.01 = 1%%)")
     parser.add_argument("--phi", type=float, help="persistence of the planted predictor (linear)")
     parser.add_argument("--rho", type=float, help="corr(return shock, predictor innovation) (linear)")
@@ -134,6 +135,29 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
     path, digest = fetch_ff5(args.dest, url=args.url or FF5_URL)
     print(f"stored {path}\nsha256 {digest}")
     return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from planted.agents.study import study_grid
+    from planted.baselines.audit import AuditConfig, family_specs, run_audit, write_audit
+    from planted.config import ConfigError, study_section
+    from planted.study_config import StudyConfig
+
+    if (args.study is None) == (args.family is None):
+        raise ConfigError("pass either --study NAME (every family of a study) or --family (one world family)")
+    if args.study is not None:
+        config = StudyConfig.from_dict(study_section(args.study, project=_project(args)), args.study)
+        specs = [unit.spec for unit in study_grid(config, 0).worlds.values()]  # the cells; seeds are not used
+        pool = config.pool_choice
+    else:
+        specs, pool = [_spec_from_args(args)], _pool_choice(args)
+    audit = AuditConfig(specs=family_specs(specs), worlds=args.worlds, seed=args.seed, level=args.level,
+                        n_jobs=args.n_jobs, pool=pool, factor_file=str(args.path) if args.path else None)
+    result = run_audit(audit, progress=not args.quiet)
+    write_audit(result, args.out)
+    print(result.summary())
+    print(f"  table: {args.out / 'audit.md'}; verdict: {args.out / 'audit.json'}")
+    return 1 if result.flagged else 0
 
 
 def cmd_mc(args: argparse.Namespace) -> int:
@@ -244,7 +268,9 @@ def cmd_prereg(args: argparse.Namespace) -> int:
 
     project = _project(args)
     if args.prereg_command == "freeze":
-        target = freeze(args.name, project=project, out=args.out, tag=not args.no_tag, factor_file=args.path)
+        target = freeze(args.name, project=project, out=args.out, tag=not args.no_tag, factor_file=args.path,
+                        audit_dir=args.audit, audit_worlds=args.audit_worlds, audit_jobs=args.n_jobs,
+                        accept_audit_flags=args.accept_audit_flags)
         print(f"froze {args.name}: {target}" + ("" if args.no_tag else f" (committed and tagged {args.name!r})"))
         print(f"  its secret (world seeds; keep it out of the repository until `planted prereg reveal`): "
               f"{args.out / args.name / 'sealed' / 'study_secret.json'}")
@@ -364,6 +390,19 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("--json", action="store_true", help="print the summary as JSON")
     mc.set_defaults(handler=cmd_mc)
 
+    audit = commands.add_parser("audit", help="before any agent run: can a lookup, kNN or tree forecaster beat the "
+                                "benchmark in null worlds of a family?")
+    audit.add_argument("--study", help="audit every family and shock type of this study")
+    _add_world_spec_arguments(audit, family_required=False)  # one family (its R2 is set to 0), or --study
+    audit.add_argument("--worlds", type=positive, default=200, help="null worlds per family (default 200)")
+    audit.add_argument("--seed", type=non_negative, default=1, help="seed of the audit domain (default 1)")
+    audit.add_argument("--level", type=float, default=0.05, help="Holm-adjusted level of a flag (default 0.05)")
+    audit.add_argument("--n-jobs", type=n_jobs, default=1, help="parallel workers, -1 for every core (default 1)")
+    audit.add_argument("--out", type=output_dir, default=Path("audit"), help="output directory (default audit)")
+    audit.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_project_argument(audit)
+    audit.set_defaults(handler=cmd_audit)
+
     run = commands.add_parser("run", help="run a study grid of agent episodes (resumable)")
     run.add_argument("--study", default="smoke", help="study: conf/study/NAME.yaml of the project, else a shipped template, or a YAML path (default: smoke)")
     run.add_argument("--model", default="scripted", help="model config: conf/model/NAME.yaml of the project, else shipped (default: scripted)")
@@ -426,6 +465,13 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "freeze":
             sub.add_argument("--no-tag", action="store_true", help="write the files only (no commit, no tag)")
             sub.add_argument("--path", type=Path, help="the 5-factor CSV of a study whose shock pool is ff5")
+            sub.add_argument("--audit", type=Path, help="an existing `planted audit --study NAME --out DIR` directory "
+                             "(default: run the world audit into OUT/NAME/audit/)")
+            sub.add_argument("--audit-worlds", type=positive, default=200, help="null worlds per family of the audit "
+                             "(default 200)")
+            sub.add_argument("--n-jobs", type=n_jobs, default=1, help="workers of the audit, -1 for every core (default 1)")
+            sub.add_argument("--accept-audit-flags", action="store_true",
+                             help="freeze although the audit flags a family (recorded in the manifest)")
         if name == "reveal":
             sub.add_argument("--no-commit", action="store_true", help="write prereg/NAME/secret.json only")
             sub.add_argument("--force", action="store_true", help="reveal although runs are pending")

@@ -44,6 +44,7 @@ import yaml
 
 import planted
 from planted.hashing import canonical_json, sha256_bytes
+from planted.prereg_audit import AUDIT_FILES, study_audit
 from planted.prereg_git import PreregistrationError, commit_problem, git, repository, tracked_problems, uncommitted
 from planted.project import CONF_FILES, Project
 from planted.provenance import code_provenance
@@ -221,7 +222,8 @@ def revealed_secret_file(study: str, project: Project) -> Path | None:
 
 
 def freeze(study: str, *, project: Project, out: Path = Path("runs"), tag: bool = True,
-           factor_file: Path | None = None) -> Path:
+           factor_file: Path | None = None, audit_dir: Path | None = None, audit_worlds: int = 200,
+           audit_jobs: int = 1, accept_audit_flags: bool = False) -> Path:
     """Freeze a study: write ``prereg/NAME/`` in the project and (by default) commit it and tag it NAME.
 
     Parameters
@@ -236,14 +238,22 @@ def freeze(study: str, *, project: Project, out: Path = Path("runs"), tag: bool 
         Commit and tag; ``False`` only writes the files (such a manifest never makes a run confirmatory).
     factor_file : Path, optional
         The 5-factor CSV of a study whose shock pool is ``ff5`` (its pool's SHA-256 is frozen).
+    audit_dir : Path, optional
+        An existing world audit (``planted audit --study NAME --out DIR``) covering the study's
+        families and pool; without it the audit is run (``audit_worlds`` null worlds per family on
+        ``audit_jobs`` workers) into ``OUT/NAME/audit/``.
+    accept_audit_flags : bool
+        Freeze although the audit flags a family (the flags and the acceptance go into the manifest).
 
     Raises
     ------
     PreregistrationError
         No project, a bad name, a shipped template, already frozen, a secret already in ``out``,
         not a git repository or no git identity, hash-controlled files that are uncommitted,
-        untracked, links or outside the repository, an existing tag, or a git failure. Every
-        check is made before anything is written; a failure after that takes everything back.
+        untracked, links or outside the repository, an existing tag, a world audit that flags a
+        family (without ``accept_audit_flags``), or a git failure. Every check is made before
+        anything is written to the project (the audit's own files go to ``OUT/NAME/audit/``); a
+        failure after that takes everything back.
     """
     import secrets
 
@@ -289,6 +299,14 @@ def freeze(study: str, *, project: Project, out: Path = Path("runs"), tag: bool 
         raise PreregistrationError(
             f"{secret_path} exists already: the study has been run before freezing; freeze with a new --out directory"
         )
+    audit_dir, audit_verdict, flagged = study_audit(study, config, out=Path(out), factor_file=factor_file,
+                                                    audit_dir=audit_dir, worlds=audit_worlds, n_jobs=audit_jobs)
+    if flagged and not accept_audit_flags:
+        raise PreregistrationError(
+            "the world audit flags " + "; ".join(f"{f} ({', '.join(v['detectors'][:3])})" for f, v in flagged.items())
+            + f": a forecaster beats the benchmark in worlds without a signal (see {audit_dir / 'audit.md'}); change the "
+            "worlds, or pass --accept-audit-flags to freeze anyway (recorded in the manifest)"
+        )
     secret = secrets.randbits(128)
     grid = study_grid(config, secret)
     order = run_order_csv(grid)
@@ -306,6 +324,8 @@ def freeze(study: str, *, project: Project, out: Path = Path("runs"), tag: bool 
         "pool": {"source": pool.source, "sha256": pool.sha256, "residuals": pool.size},
         "models": model_hashes(project),
         "agent_environment": agent_environment().describe(),
+        "audit": {"sha256": sha256_bytes((audit_dir / "audit.json").read_bytes()), "worlds": audit_verdict.get("worlds"),
+                  "flagged": flagged, "accepted_flags": bool(flagged and accept_audit_flags)},
         "files": file_hashes(project, study),
     }
     created = [d for d in (target, secret_path.parent) if not d.exists()]
@@ -314,6 +334,8 @@ def freeze(study: str, *, project: Project, out: Path = Path("runs"), tag: bool 
         atomic_write_bytes(target / "study.yaml", yaml.safe_dump(config, sort_keys=False).encode("utf-8"))
         atomic_write_bytes(target / "run_order.csv", order.encode("utf-8"))
         atomic_write_json(target / MANIFEST, manifest)
+        for name in AUDIT_FILES:
+            atomic_write_bytes(target / name, (audit_dir / name).read_bytes())
         write_secret(secret_path, secret, study)
         if repo is not None:
             relative = str(target.resolve().relative_to(repo))
@@ -330,7 +352,7 @@ def _take_back(repo: Path | None, target: Path, secret_path: Path, created: list
     """Undo a freeze that failed after writing: unstage and remove its files and the directories it made."""
     if repo is not None and target.exists():
         git(repo, "reset", "-q", "--", str(target.resolve().relative_to(repo)), check=False)
-    for name in (MANIFEST, "run_order.csv", "study.yaml"):
+    for name in (MANIFEST, "run_order.csv", "study.yaml", *AUDIT_FILES):
         (target / name).unlink(missing_ok=True)
     secret_path.unlink(missing_ok=True)
     for directory in sorted(created, key=lambda d: len(d.parts), reverse=True):

@@ -163,7 +163,8 @@ Run from this directory (or pass `--project` to any command):
 
     git init && git add -A && git commit -m "planted project"
     planted run --study smoke                   # exploratory: runs/smoke/
-    planted prereg freeze NAME                  # commit and tag the preregistration
+    planted audit --study NAME --n-jobs 2       # do null worlds carry exploitable structure?
+    planted prereg freeze NAME --n-jobs 2       # audit, then commit and tag the preregistration
     planted prereg verify NAME                  # confirmatory only while this verifies
     planted run --study NAME                    # confirmatory runs of the frozen study
     planted report --runs runs/NAME --out report/NAME

@@ -288,3 +288,29 @@ def test_adding_a_model_leaves_the_other_models_bootstrap_intervals_unchanged(tw
     rows_of_a = e1_both[e1_both["model"] == "a"].reset_index(drop=True)
     assert len(rows_of_a) > 0 and rows_of_a["low"].notna().any()
     pd.testing.assert_frame_equal(rows_of_a, e1_single.reset_index(drop=True))
+
+
+def test_a_deployed_model_that_follows_the_lookup_is_flagged():
+    """Forecasts that move with the exact lookup's (a model of the pool's repeats) correlate above the
+    threshold and flag the run; a model that submits the benchmark, or a world without repeats, does not."""
+    from planted.analysis.artifact import LOOKUP_CORRELATION, lookup_correlation
+    from planted.baselines.detectors import Window, lookup_exact
+    from planted.baselines.forecasts import expanding_mean_forecasts
+
+    rng = np.random.default_rng(4)
+    r = rng.choice(rng.normal(size=40), size=600)  # a small pool: the lookup finds repeats
+    months = np.arange(400, 600)
+    bench = expanding_mean_forecasts(r, 1, r.size)[months]
+    lookup = lookup_exact(r, 1, Window(400, 600))[months]
+    follows = pd.DataFrame({"month": months, "benchmark": bench,
+                            "forecast": bench + 0.8 * (lookup - bench) + 0.01 * rng.normal(size=months.size)})
+    assert lookup_correlation(follows, r) > 0.99
+    benchmark_only = follows.assign(forecast=bench)
+    assert np.isnan(lookup_correlation(benchmark_only, r))
+    smooth = rng.normal(size=600)  # no repeats: the lookup is the benchmark
+    smooth_bench = expanding_mean_forecasts(smooth, 1, smooth.size)[months]
+    model = pd.DataFrame({"month": months, "benchmark": smooth_bench, "forecast": smooth_bench + rng.normal(size=200)})
+    assert np.isnan(lookup_correlation(model, smooth))
+    runs = pd.DataFrame({"lookup_model": [False, False], "test_oos_r2": [0.0, 0.0],
+                         "lookup_correlation": [LOOKUP_CORRELATION + 0.01, np.nan]})
+    assert artifact_flags(runs).tolist() == [True, False]

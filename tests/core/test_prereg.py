@@ -29,6 +29,36 @@ def _commit_all(root: Path, message: str = "edit") -> None:
     _git(root, "commit", "-qm", message)
 
 
+AUDITED = (("linear", dict(r2=0.0, phi=0.5, rho=0.0, shocks="gaussian")), ("persistent_null", dict(shocks="gaussian")),
+           ("linear", dict(r2=0.0, phi=0.95, rho=-0.8, shocks="gaussian")),
+           ("linear", dict(r2=0.0, phi=0.95, rho=-0.8, shocks="bootstrap")))
+"""The families of prereg-v3 and of the tiny studies below, audited once per session on a few worlds."""
+
+
+@pytest.fixture(scope="session")
+def audit_dir(tmp_path_factory):
+    from planted.baselines.audit import AuditConfig, run_audit, write_audit
+    from planted.worlds import WorldSpec
+
+    out = tmp_path_factory.mktemp("audit")
+    specs = tuple(WorldSpec(family=f, **kw) for f, kw in AUDITED)
+    write_audit(run_audit(AuditConfig(specs=specs, worlds=8, detectors=("lookup_exact_1", "knn_lags")), progress=False), out)
+    return out
+
+
+AUDIT: list = []
+
+
+@pytest.fixture(autouse=True)
+def _audit(audit_dir):
+    AUDIT[:] = [audit_dir]
+
+
+def _freeze(study, **kwargs):
+    """A freeze that uses the session's audit (running one per test would take minutes)."""
+    return freeze(study, audit_dir=AUDIT[0], **kwargs)
+
+
 @pytest.fixture()
 def project(tmp_path, monkeypatch):
     """A fresh project (`planted init`), committed in its own git repository; the current directory is elsewhere."""
@@ -42,7 +72,7 @@ def project(tmp_path, monkeypatch):
 
 
 def test_freeze_writes_the_manifest_in_the_project_commits_and_tags(project):
-    target = freeze("prereg-v3", project=project, out=project.root / "runs")
+    target = _freeze("prereg-v3", project=project, out=project.root / "runs")
     assert target == project.root / "prereg" / "prereg-v3"
     manifest = json.loads((target / "manifest.json").read_text())
     assert manifest["n_runs"] == 430 and manifest["n_worlds"] == 350
@@ -62,7 +92,7 @@ def test_freeze_writes_the_manifest_in_the_project_commits_and_tags(project):
     assert drift.ok and drift.confirmatory, drift.summary()
     assert analysis_label("prereg-v3", exploratory=False, project=project).label == "confirmatory"
     with pytest.raises(PreregistrationError, match="already frozen"):
-        freeze("prereg-v3", project=project, out=project.root / "runs")
+        _freeze("prereg-v3", project=project, out=project.root / "runs")
     secret = read_secret(project.root / "runs" / "prereg-v3" / "sealed" / "study_secret.json")
     assert manifest["secret_sha256"] == secret_sha256(secret)
     assert manifest["agent_environment"]["packages"]["lightgbm"]
@@ -72,7 +102,7 @@ def test_freeze_writes_the_manifest_in_the_project_commits_and_tags(project):
 
 
 def test_editing_the_projects_study_changes_the_run_and_is_caught_by_verify(project, capsys):
-    freeze("prereg-v3", project=project, out=project.root / "runs")
+    _freeze("prereg-v3", project=project, out=project.root / "runs")
     study = project.root / "conf" / "study" / "prereg-v3.yaml"
     config = yaml.safe_load(study.read_text())
     config["budget"] = 20
@@ -93,7 +123,7 @@ def test_editing_the_projects_study_changes_the_run_and_is_caught_by_verify(proj
 
 
 def test_a_changed_code_hash_is_listed(project):
-    target = freeze("prereg-v3", project=project, out=project.root / "runs")
+    target = _freeze("prereg-v3", project=project, out=project.root / "runs")
     manifest = json.loads((target / "manifest.json").read_text())
     manifest["files"]["planted.baselines/procedures.py"] = "0" * 64  # as if the installed code had changed since
     manifest["files"]["planted.worlds/gone.py"] = "1" * 64
@@ -107,27 +137,27 @@ def test_freeze_refuses_before_writing_anything(project, tmp_path):
     study = project.root / "conf" / "study" / "prereg-v3.yaml"
     study.write_text(study.read_text() + "\n# edited\n")  # uncommitted change to a hash-controlled file
     with pytest.raises(PreregistrationError, match="commit these hash-controlled files.*conf/study/prereg-v3.yaml"):
-        freeze("prereg-v3", project=project, out=runs)
+        _freeze("prereg-v3", project=project, out=runs)
     _commit_all(project.root)
     _git(project.root, "tag", "prereg-v3")
     with pytest.raises(PreregistrationError, match="git tag 'prereg-v3' exists already"):
-        freeze("prereg-v3", project=project, out=runs)
+        _freeze("prereg-v3", project=project, out=runs)
     (project.root / "conf" / "study" / "prereg-v2.yaml").unlink()
     _commit_all(project.root)
     with pytest.raises(PreregistrationError, match="shipped template"):  # only the project's studies are frozen
-        freeze("prereg-v2", project=project, out=runs)
+        _freeze("prereg-v2", project=project, out=runs)
     plain = tmp_path / "plain"
     init_project(plain)  # a project that is not a git repository
     with pytest.raises(PreregistrationError, match="not a git repository"):
-        freeze("prereg-v3", project=Project.find(plain), out=plain / "runs")
+        _freeze("prereg-v3", project=Project.find(plain), out=plain / "runs")
     with pytest.raises(PreregistrationError, match="no planted project here"):
-        freeze("prereg-v3", project=Project(None), out=runs)
+        _freeze("prereg-v3", project=Project(None), out=runs)
     assert not (project.root / "prereg" / "prereg-v3").exists() and not runs.exists()
     assert not (plain / "prereg" / "prereg-v3").exists() and not (plain / "runs").exists()
 
 
 def test_a_manifest_not_committed_under_its_tag_is_exploratory_and_says_why(project):
-    freeze("prereg-v3", project=project, out=project.root / "runs", tag=False)
+    _freeze("prereg-v3", project=project, out=project.root / "runs", tag=False)
     drift = verify("prereg-v3", project=project)
     assert drift.ok and not drift.confirmatory and "no git tag 'prereg-v3'" in drift.not_committed
     label = analysis_label("prereg-v3", exploratory=False, project=project)
@@ -158,7 +188,7 @@ def test_reveal_publishes_the_secret_that_rebuilds_the_worlds(project):
     from planted.config import study_section
 
     runs = project.root / "runs"
-    freeze("prereg-v3", project=project, out=runs)
+    _freeze("prereg-v3", project=project, out=runs)
     with pytest.raises(PreregistrationError, match="still pending"):
         reveal("prereg-v3", project=project, out=runs)
     target = reveal("prereg-v3", project=project, out=runs, force=True)
@@ -176,7 +206,7 @@ def test_a_freeze_whose_commit_fails_leaves_nothing_frozen(project):
     (project.root / ".gitignore").write_text("prereg/\nruns/\n")  # git add of the manifest fails
     _commit_all(project.root)
     with pytest.raises(PreregistrationError, match="git add"):
-        freeze("prereg-v3", project=project, out=project.root / "runs")
+        _freeze("prereg-v3", project=project, out=project.root / "runs")
     assert not (project.root / "prereg" / "prereg-v3" / "manifest.json").exists()
     assert not (project.root / "runs" / "prereg-v3" / "sealed" / "study_secret.json").exists()
 
@@ -212,7 +242,7 @@ def test_a_frozen_study_runs_confirmatory_and_an_unfrozen_one_says_why_not(proje
     _commit_all(project.root, "add the tiny study")
     where = ["--project", str(project.root)]
     runs = project.root / "runs"
-    assert main(["prereg", "freeze", "tiny", *where, "--out", str(runs)]) == 0
+    assert main(["prereg", "freeze", "tiny", *where, "--out", str(runs), "--audit", str(AUDIT[0])]) == 0
     assert main(["prereg", "verify", "tiny", *where]) == 0
     assert "confirmatory runs allowed" in capsys.readouterr().out
     assert main(["run", "--study", "tiny", *where, "--out", str(runs), "--quiet"]) == 0
@@ -239,7 +269,7 @@ def test_what_runs_is_what_was_frozen(project, monkeypatch):
     model = project.root / "conf" / "model" / "scripted.yaml"
     model.write_text(model.read_text().replace("model_id: scripted", "model_id: ${oc.env:PLANTED_TEST_MID,scripted}"))
     _tiny(project)
-    freeze("tiny", project=project, out=project.root / "runs")
+    _freeze("tiny", project=project, out=project.root / "runs")
     assert analysis_label("tiny", exploratory=False, project=project, model="scripted").label == "confirmatory"
     monkeypatch.setenv("PLANTED_TEST_MID", "swapped")
     with pytest.raises(PreregistrationError, match="composed configuration of model 'scripted'"):
@@ -259,7 +289,7 @@ def test_what_runs_is_what_was_frozen(project, monkeypatch):
 def test_a_study_named_like_a_git_ref_is_checked_against_its_tag(project):
     """`git show HEAD:...` would read the branch; the manifest is compared with refs/tags/NAME."""
     _tiny(project, "HEAD")
-    freeze("HEAD", project=project, out=project.root / "runs")
+    _freeze("HEAD", project=project, out=project.root / "runs")
     manifest = project.root / "prereg" / "HEAD" / "manifest.json"
     manifest.write_bytes(manifest.read_bytes().replace(b'"n_runs": 1', b'"n_runs": 2'))
     _commit_all(project.root, "re-commit an edited manifest without re-tagging")
@@ -269,7 +299,7 @@ def test_a_study_named_like_a_git_ref_is_checked_against_its_tag(project):
 @pytest.mark.parametrize("name", ["../study/tiny", "t.lock", "a..b", "-x", "x/y"])
 def test_names_that_cannot_be_a_directory_and_a_tag_are_refused(project, name):
     with pytest.raises(PreregistrationError, match="cannot name a frozen study"):
-        freeze(name, project=project, out=project.root / "runs")
+        _freeze(name, project=project, out=project.root / "runs")
     assert _git(project.root, "status", "--porcelain").strip() == "" and not (project.root / "runs").exists()
 
 
@@ -282,7 +312,7 @@ def test_freeze_refuses_files_the_tag_would_not_hold(project, tmp_path):
     prompts.symlink_to(outside)
     _commit_all(project.root, "prompts as a link")
     with pytest.raises(PreregistrationError, match="prompts.yaml is a symbolic link"):
-        freeze("tiny", project=project, out=project.root / "runs")
+        _freeze("tiny", project=project, out=project.root / "runs")
     prompts.unlink()
     prompts.write_bytes(outside.read_bytes())
     _commit_all(project.root, "prompts as a file")
@@ -290,7 +320,7 @@ def test_freeze_refuses_files_the_tag_would_not_hold(project, tmp_path):
     (project.root / ".git" / "info" / "exclude").write_text("conf/study/tiny.yaml\n")
     _git(project.root, "commit", "-qm", "untrack the study")
     with pytest.raises(PreregistrationError, match="tiny.yaml is not tracked by git"):
-        freeze("tiny", project=project, out=project.root / "runs")
+        _freeze("tiny", project=project, out=project.root / "runs")
     assert not (project.root / "prereg" / "tiny").exists()
 
 
@@ -299,14 +329,14 @@ def test_a_failed_commit_takes_everything_back(project, monkeypatch):
     monkeypatch.setenv("GIT_COMMITTER_NAME", "")  # git refuses an empty identity at commit time
     monkeypatch.setenv("GIT_AUTHOR_NAME", "")
     with pytest.raises(PreregistrationError):
-        freeze("tiny", project=project, out=project.root / "runs")
+        _freeze("tiny", project=project, out=project.root / "runs")
     assert _git(project.root, "status", "--porcelain").strip() == ""  # nothing staged, nothing left
     assert not (project.root / "prereg" / "tiny").exists() and not (project.root / "runs").exists()
 
 
 def test_damaged_manifests_and_projects_without_config_are_one_line(project, capsys):
     _tiny(project)
-    freeze("tiny", project=project, out=project.root / "runs")
+    _freeze("tiny", project=project, out=project.root / "runs")
     (project.root / "prereg" / "tiny" / "manifest.json").write_text("{")
     where = ["--project", str(project.root)]
     assert main(["prereg", "verify", "tiny", *where]) == 2
@@ -316,3 +346,23 @@ def test_damaged_manifests_and_projects_without_config_are_one_line(project, cap
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and all(line.startswith("planted: error:") for line in err), err
     assert "manifest.json is damaged" in err[0] and "config.yaml is missing" in err[2]
+
+
+def test_a_study_whose_audit_flags_a_family_is_refused_unless_accepted(project, tmp_path):
+    """Bootstrap worlds from the embedded pool repeat values: the audit's lookup flags them; freeze
+    refuses, and with --accept-audit-flags records the flags and the acceptance in the manifest."""
+    _tiny(project, "boot", groups=[{"name": "linear", "cells": {"family": "linear", "r2": 0.04, "phi": 0.95,
+                                                                "rho": -0.8, "shocks": "bootstrap"}, "seeds": 1}])
+    with pytest.raises(PreregistrationError, match="world audit flags linear_r2=0_phi=0.95_rho=-0.8_bootstrap"):
+        _freeze("boot", project=project, out=project.root / "runs")
+    assert not (project.root / "prereg" / "boot").exists()
+    target = _freeze("boot", project=project, out=project.root / "runs", accept_audit_flags=True)
+    manifest = json.loads((target / "manifest.json").read_text())
+    assert manifest["audit"]["accepted_flags"] is True
+    assert "lookup_exact_1 (pseudo)" in manifest["audit"]["flagged"]["linear_r2=0_phi=0.95_rho=-0.8_bootstrap"]["detectors"]
+    assert (target / "audit.json").read_bytes() == (AUDIT[0] / "audit.json").read_bytes()
+    assert "audit.json" in _git(project.root, "show", "--stat", "--format=", "boot")
+    _tiny(project, "other", seed=9)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(PreregistrationError, match="holds no readable audit.json"):
+        freeze("other", project=project, out=project.root / "runs", audit_dir=tmp_path / "empty")
