@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from planted.baselines.rates import matched_difference
-from planted.analysis import artifact, behaviour, matching, paper_tables, summaries, tables
+from planted.analysis import artifact, behaviour, decision_rules, matching, paper_tables, summaries, tables
 from planted.analysis.loading import StudyData, load_mc, load_study_data
 from planted.analysis import report_figures
 from planted.analysis.report_html import write_html_index
@@ -46,6 +46,14 @@ from planted.analysis.tables import Table
 from planted.seeding import as_seed_sequence, named_generator, substream
 
 DESIGN_NAMES = {"bootstrap": "bootstrap-shock and injected worlds (studies 1-2)", "gaussian": "Gaussian-shock worlds (studies 3-4)"}
+
+
+def _rule_pvalues(runs: pd.DataFrame) -> pd.DataFrame:
+    """Every rule's decision p-value for every run, study by study (run ids repeat across studies)."""
+    frames = [decision_rules.rule_pvalues(g, Path(str(study_dir))).assign(study_dir=str(study_dir))
+              for study_dir, g in runs.groupby("study_dir", sort=False)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run_id", "rule", "decision_p",
+                                                                                    "study_dir"])
 
 
 def _designs(runs: pd.DataFrame) -> list[str]:
@@ -237,6 +245,10 @@ def registry(ctx: _Context) -> Iterator[Entry]:
     yield _table(ctx, "Table F.2", "Holdout rule", lambda: tables.holdout_rule(runs), [tables.holdout_rule], "exploratory")
     yield _table(ctx, "Appendix F.2 thresholds", "Probability thresholds", lambda: tables.probability_thresholds(runs),
                  [tables.probability_thresholds], "exploratory")
+    yield _table(ctx, "Decision rules (7.1, F.2)", "Rules applied to the agent's runs",
+                 lambda: decision_rules.rules_table(runs, _rule_pvalues(runs)), [decision_rules.rules_table,
+                                                                                decision_rules.rule_pvalues],
+                 "exploratory", empty="no neutral runs in no-signal or R2=1% worlds")
     yield _table(ctx, "Calibration (D.4)", "Calibration measures",
                  lambda: summaries.calibration_table(runs, seed=ctx.seed("Calibration (D.4)"), n_boot=ctx.n_boot),
                  [summaries.calibration_table], w.role("confirmatory; own-model label exploratory", runs))

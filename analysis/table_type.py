@@ -38,7 +38,7 @@ HEADERS = {"agent": "Agent", "model": "Model", "world": "World", "design": "Desi
            "runs": "Runs", "worlds": "Worlds", "framing": "Framing", "claim": "Claim", "signal": "Signal",
            "probability": "Mean p", "prior": "Mean prior", "agent_missing": "Agent claims, no evaluable model",
            "claims": "Claims", "flagged": "Flagged", "p_binomial": "p (binomial vs 5%)", "p_holm": "p (Holm)",
-           "detector": "Detector", "family": "Family", "window": "Window"}
+           "detector": "Detector", "family": "Family", "window": "Window", "rule": "Rule"}
 # --------------------------------------------------------------------------------------------
 # The table record and its Markdown form
 # --------------------------------------------------------------------------------------------
