@@ -119,13 +119,15 @@ def test_the_audit_command_writes_its_outputs(tmp_path, capsys):
 @pytest.mark.slow
 def test_bootstrap_null_worlds_are_flagged_and_gaussian_ones_are_not():
     """200 null worlds each: the embedded pool's repeats are found by a lookup detector; in the Gaussian
-    linear, persistent-null and momentum-looking null worlds no detector is flagged and every claim
+    linear, persistent-null and momentum-looking null worlds and the injected HML null worlds (the real
+    series itself) no detector is flagged and every claim
     rate is within its Wilson interval of 5% or below."""
     boot = run_audit(AuditConfig(specs=(WorldSpec(family="linear", r2=0.0, phi=0.95, rho=-0.8, shocks="bootstrap"),),
                                  worlds=200, n_jobs=2), progress=False)
     assert any(d.startswith("lookup_exact") for pairs in boot.flagged.values() for d in pairs)
     gaussian = (WorldSpec(family="linear", r2=0.0, phi=0.95, rho=-0.8, shocks="gaussian"),
-                WorldSpec(family="persistent_null", shocks="gaussian"), WorldSpec(family="momentum_null", shocks="gaussian"))
+                WorldSpec(family="persistent_null", shocks="gaussian"), WorldSpec(family="momentum_null", shocks="gaussian"),
+                WorldSpec(family="injected", factor="HML", r2=0.0))
     gauss = run_audit(AuditConfig(specs=gaussian, worlds=200, n_jobs=2), progress=False)
     assert gauss.flagged == {}
     tested = gauss.table[gauss.table["tested"]]  # the momentum-looking null's selection window is not tested
