@@ -213,18 +213,21 @@ def _read_csv(path: Path) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-def world_measures(directory: Path, world_ids: Iterable[str]) -> tuple[pd.DataFrame, dict[str, dict[str, float]]]:
-    """Per world with files under ``directory/worlds``: the repeated-value shares and candidate autocorrelations.
+def world_measures(directory: Path, world_ids: Iterable[str]
+                   ) -> tuple[pd.DataFrame, dict[str, dict[str, float]], dict[str, np.ndarray]]:
+    """Per world with files under ``directory/worlds``: the repeated-value shares, candidate autocorrelations
+    and returns.
 
     Returns
     -------
-    (DataFrame, dict)
+    (DataFrame, dict, dict)
         Rows ``world_id, n_returns, repeated_share, repeated_follower_share`` over the training and
         test months (the agent's file and the sealed test file; anonymisation multiplies returns by
-        one positive constant, so repeats survive it); and per world the first-order autocorrelation
-        of each candidate in the agent's file (:func:`planted.analysis.coding.first_order_autocorrelations`).
+        one positive constant, so repeats survive it); per world the first-order autocorrelation
+        of each candidate in the agent's file (:func:`planted.analysis.coding.first_order_autocorrelations`);
+        and the returns over training and test months of the worlds that have both files.
     """
-    rows, autocorrelations = [], {}
+    rows, autocorrelations, full = [], {}, {}
     for wid in world_ids:
         visible = StudyLayout(directory).world_dir(wid) / VISIBLE_FILE
         if not visible.is_file():
@@ -236,33 +239,22 @@ def world_measures(directory: Path, world_ids: Iterable[str]) -> tuple[pd.DataFr
         sealed = StudyLayout(directory).world_dir(wid) / TEST_FILE
         if sealed.is_file():
             returns = np.concatenate([returns, _read_csv(sealed)["asset_A"].to_numpy()])
+            full[wid] = returns.astype(float)
         rows.append({"world_id": wid, "n_returns": int(returns.size), "repeated_share": repeated_share(returns),
                      "repeated_follower_share": repeated_follower_share(returns)})
     frame = pd.DataFrame(rows, columns=["world_id", "n_returns", "repeated_share", "repeated_follower_share"])
-    return frame, autocorrelations
+    return frame, autocorrelations, full
 
 
-def _world_returns(directory: Path, world_id: str) -> np.ndarray | None:
-    """The world's returns over training and test months (the agent's file, then the sealed one)."""
-    world = StudyLayout(directory).world_dir(world_id)
-    if not (world / VISIBLE_FILE).is_file() or not (world / TEST_FILE).is_file():
-        return None
-    return np.concatenate([_read_csv(world / VISIBLE_FILE)["asset_A"].to_numpy(float),
-                           _read_csv(world / TEST_FILE)["asset_A"].to_numpy(float)])
-
-
-def _lookup_correlation(directory: Path, run_dir: Path, world_id: str, cache: dict[str, np.ndarray | None]) -> float:
+def _lookup_correlation(run_dir: Path, returns: np.ndarray | None) -> float:
     evaluation = run_dir / EVALUATION_FILE
-    if not evaluation.is_file():
+    if returns is None or not evaluation.is_file():
         return float("nan")
-    if world_id not in cache:
-        cache[world_id] = _world_returns(directory, world_id)
-    returns = cache[world_id]
-    return float("nan") if returns is None else lookup_correlation(_read_csv(evaluation), returns)
+    return lookup_correlation(_read_csv(evaluation), returns)
 
 
-def _enrich(runs: pd.DataFrame, directory: Path,
-            autocorrelations: Mapping[str, Mapping[str, float]]) -> tuple[pd.DataFrame, int]:
+def _enrich(runs: pd.DataFrame, directory: Path, autocorrelations: Mapping[str, Mapping[str, float]],
+            returns_of: Mapping[str, np.ndarray]) -> tuple[pd.DataFrame, int]:
     """Add complexity, final in-sample R2 and the transcript coding from each run's directory."""
     slopes: list[float] = []
     finals: list[float] = []
@@ -270,7 +262,6 @@ def _enrich(runs: pd.DataFrame, directory: Path,
     sources: dict[str, str] = {}
     coded: list[bool] = []
     correlations: list[float] = []
-    returns_of: dict[str, np.ndarray | None] = {}
     runs = runs.copy()
     for row in runs.itertuples(index=False):
         run_dir = StudyLayout(directory).run_dir(str(row.run_id))
@@ -288,7 +279,7 @@ def _enrich(runs: pd.DataFrame, directory: Path,
             texts[row.run_id] = transcript_texts(_read_events(transcript))
         if source is not None:
             sources[row.run_id] = source
-        correlations.append(_lookup_correlation(directory, run_dir, str(row.world_id), returns_of))
+        correlations.append(_lookup_correlation(run_dir, returns_of.get(str(row.world_id))))
     for column, computed in (("complexity_slope", slopes), ("in_sample_r2_final", finals)):
         values = np.asarray(computed, dtype=float)
         if column in runs.columns:  # a run table that already carries the column keeps it where no record is on disk
@@ -352,8 +343,8 @@ def read_study(directory: str | Path, *, code: bool = True) -> tuple[pd.DataFram
     transcripts = 0
     worlds = pd.DataFrame(columns=["world_id", "n_returns", "repeated_share", "repeated_follower_share"])
     if code:
-        worlds, autocorrelations = world_measures(directory, pd.unique(runs["world_id"]))
-        runs, transcripts = _enrich(runs, directory, autocorrelations)
+        worlds, autocorrelations, returns_of = world_measures(directory, pd.unique(runs["world_id"]))
+        runs, transcripts = _enrich(runs, directory, autocorrelations, returns_of)
     else:
         for column in ("complexity_slope", "in_sample_r2_final", *CODED_COLUMNS):
             if column not in runs.columns:
